@@ -1,0 +1,193 @@
+"""The context broker's domain service: sessions, request contexts and the turn log."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+
+from .catalog import Catalog
+from .errors import SearchInputError, SessionError
+from .items import ContextItem, ItemRef, ItemType, parse_item_type
+from .render import assemble_messages
+from .search import SearchEngine, SearchResult
+from .sessions import (
+    MemorySessionStore,
+    RequestContext,
+    RequestItem,
+    Session,
+    SessionItem,
+    SessionStore,
+    check_session_id,
+    new_request_id,
+    new_session_id,
+)
+
+__all__ = ["ContextBroker"]
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], datetime]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class ContextBroker:
+    """Creates sessions, changes their context, and builds request contexts.
+
+    Every mutation replaces the session whole and saves it before returning, so a store that
+    is durable on ``save`` makes every returned call durable.
+    """
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        search: SearchEngine,
+        *,
+        store: SessionStore | None = None,
+        clock: Clock = _now,
+        max_message_chars: int = 1_000_000,
+    ) -> None:
+        self.catalog = catalog
+        self.search = search
+        self.store = store or MemorySessionStore()
+        self._clock = clock
+        self._max_message_chars = max_message_chars
+        self._lock = threading.RLock()
+
+    def lookup(self, ref: ItemRef) -> ContextItem | None:
+        """The catalog item for ``ref``, if it still exists."""
+        return self.catalog.get(ref)
+
+    def _stamp(self) -> str:
+        return self._clock().isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+    def session(self, session_id: object) -> Session:
+        """Load a session; raise ``SessionError`` for a malformed or unknown id."""
+        sid = check_session_id(session_id)
+        found = self.store.load(sid)
+        if found is None:
+            raise SessionError(
+                f"unknown session_id {sid!r}; create one with create_session", field="session_id"
+            )
+        return found
+
+    def create_session(self, agent: str | None = None) -> Session:
+        """A new session holding every enabled ``always`` item."""
+        items = tuple(SessionItem(i.ref, "always") for i in self.catalog.with_mode("always"))
+        session = Session(new_session_id(), agent, self._stamp(), items)
+        with self._lock:
+            self.store.save(session)
+        return session
+
+    def _ref(self, item_type: str, name: object, server: object) -> ItemRef:
+        kind: ItemType = parse_item_type(item_type, field="type")
+        if not isinstance(name, str) or not name:
+            raise SessionError(f"name must be a non-empty string, got {name!r}", field="name")
+        if kind == "tool" and (not isinstance(server, str) or not server):
+            raise SessionError("server is required for a tool", field="server")
+        if kind != "tool" and server is not None:
+            raise SessionError(f"server applies to tools only, not to a {kind}", field="server")
+        return ItemRef(kind, name, server if kind == "tool" else None)  # type: ignore[arg-type]
+
+    def add_item(
+        self, session_id: str, item_type: str, name: str, server: str | None = None
+    ) -> tuple[Session, bool]:
+        """Add a catalog item by hand (mode ``manual``); returns (session, changed)."""
+        ref = self._ref(item_type, name, server)
+        with self._lock:
+            session = self.session(session_id)
+            self.catalog.require(ref)
+            if session.has(ref):
+                return session, False
+            session = session.with_item(SessionItem(ref, "manual"))
+            self.store.save(session)
+        return session, True
+
+    def remove_item(
+        self, session_id: str, item_type: str, name: str, server: str | None = None
+    ) -> tuple[Session, bool]:
+        """Remove an item from the session whatever its mode; returns (session, changed)."""
+        ref = self._ref(item_type, name, server)
+        with self._lock:
+            session = self.session(session_id)
+            if not session.has(ref):
+                return session, False
+            session = session.without(ref)
+            self.store.save(session)
+        return session, True
+
+    def build_request_context(
+        self,
+        session_id: str,
+        message: str,
+        *,
+        top_k: int | None = None,
+        top_n: int | None = None,
+        include_score: float | None = None,
+        types: Iterable[str] | None = None,
+    ) -> RequestContext:
+        """Session items plus the agent items search selects for ``message``; recorded in
+        the session's turn log before it is returned."""
+        session = self.session(session_id)
+        self._check_message(message)
+        in_session = {i.ref for i in session.items}
+        items = [RequestItem(i.ref, i.include_mode) for i in session.items]
+        result, warnings = self._search_agent_items(message, in_session, top_k, top_n, include_score, types)
+        mode = result.mode if result is not None else None
+        if result is not None:
+            items += [RequestItem(h.ref, "agent", round(h.similarity_score, 4)) for h in result.hits]
+        context = RequestContext(
+            new_request_id(), session.session_id, self._stamp(), message, tuple(items), mode,
+            tuple(warnings),
+        )
+        with self._lock:
+            latest = self.session(session_id)
+            self.store.save(latest.with_turn(context))
+        return context
+
+    def _check_message(self, message: object) -> None:
+        if not isinstance(message, str) or not message.strip():
+            raise SearchInputError("message must be a non-empty text", field="message")
+        if len(message) > self._max_message_chars:
+            raise SearchInputError(
+                f"message of {len(message)} characters exceeds the limit of "
+                f"{self._max_message_chars} (server.max_message_chars); send a shorter message",
+                field="message",
+            )
+
+    def _search_agent_items(
+        self,
+        message: str,
+        in_session: set[ItemRef],
+        top_k: int | None,
+        top_n: int | None,
+        include_score: float | None,
+        types: Iterable[str] | None,
+    ) -> tuple[SearchResult | None, list[str]]:
+        def allow(ref: ItemRef) -> bool:
+            item = self.catalog.get(ref)
+            return ref not in in_session and item is not None and item.effective_include == "agent"
+
+        try:
+            result = self.search.search(
+                message, types=types, top_k=top_k, top_n=top_n, include_score=include_score,
+                allow=allow,
+            )
+        except SearchInputError:
+            raise
+        except Exception as exc:  # a failing search must never fail the request
+            log.warning("search failed; request context built without agent items: %s", exc)
+            return None, [f"search failed ({exc}); no agent items were selected"]
+        return result, list(result.warnings)
+
+    def messages_for(self, context: RequestContext) -> list[dict[str, str]]:
+        """The LLM input built from a recorded request context."""
+        return assemble_messages(context, self.lookup)
+
+    def request(self, session_id: str, request_id: str) -> RequestContext:
+        """A recorded request context."""
+        return self.session(session_id).turn(request_id)

@@ -1,0 +1,116 @@
+"""The agent-level catalog: every rule, reference and tool the broker knows."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from .errors import CatalogError
+from .items import ContextItem, IncludeMode, ItemRef, ItemType, Tool
+
+__all__ = ["Catalog", "CatalogEntry"]
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    """A catalog row as shown to users: the item's reference and effective include mode."""
+
+    ref: ItemRef
+    include: IncludeMode
+    description: str
+    enabled: bool
+
+
+class Catalog:
+    """Items keyed by their reference; names are unique per type (per server for tools).
+
+    Items are replaced whole: ``upsert`` swaps an item and bumps ``version`` so indexes know
+    which items to re-embed.
+    """
+
+    def __init__(self, items: Iterable[ContextItem] = ()) -> None:
+        self._items: dict[ItemRef, ContextItem] = {}
+        self.version = 0
+        for item in items:
+            if item.ref in self._items:
+                raise CatalogError(
+                    f"duplicate {item.ref.type} name {item.name!r}"
+                    + (f" on server {item.ref.server!r}" if item.ref.server else "")
+                    + "; each item needs a unique name",
+                    field="name",
+                )
+            self._items[item.ref] = item
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[ContextItem]:
+        return iter(self._items.values())
+
+    def __contains__(self, ref: object) -> bool:
+        return ref in self._items
+
+    def get(self, ref: ItemRef) -> ContextItem | None:
+        """Return the item for ``ref``, or None."""
+        return self._items.get(ref)
+
+    def require(self, ref: ItemRef) -> ContextItem:
+        """Return the item for ``ref``, or raise ``CatalogError`` naming it."""
+        item = self._items.get(ref)
+        if item is None:
+            raise CatalogError(
+                f"no {ref.type} named {ref.name!r}"
+                + (f" on server {ref.server!r}" if ref.server else "")
+                + " in the catalog; list_catalog shows what exists",
+                field="name",
+            )
+        return item
+
+    def items(self, types: Iterable[ItemType] | None = None) -> list[ContextItem]:
+        """Enabled and disabled items, filtered by type, in a stable order."""
+        wanted = set(types) if types is not None else None
+        rows = [i for i in self._items.values() if wanted is None or i.ref.type in wanted]
+        return sorted(rows, key=lambda i: i.ref)
+
+    def enabled(self) -> list[ContextItem]:
+        """Enabled items in a stable order."""
+        return [i for i in self.items() if i.enabled]
+
+    def with_mode(self, mode: IncludeMode) -> list[ContextItem]:
+        """Enabled items whose effective include mode is ``mode``."""
+        return [i for i in self.enabled() if i.effective_include == mode]
+
+    def entries(self, types: Iterable[ItemType] | None = None) -> list[CatalogEntry]:
+        """Catalog rows with effective include modes."""
+        return [
+            CatalogEntry(i.ref, i.effective_include, i.description, i.enabled)
+            for i in self.items(types)
+        ]
+
+    def upsert(self, item: ContextItem) -> None:
+        """Add or replace an item."""
+        self._items[item.ref] = item
+        self.version += 1
+
+    def remove(self, ref: ItemRef) -> None:
+        """Drop an item if present."""
+        if self._items.pop(ref, None) is not None:
+            self.version += 1
+
+    def replace_server_tools(self, server: str, tools: Iterable[Tool]) -> None:
+        """Swap the whole tool list of one server."""
+        for ref in [r for r in self._items if r.type == "tool" and r.server == server]:
+            del self._items[ref]
+        for tool in tools:
+            self._items[tool.ref] = tool
+        self.version += 1
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """Enabled items per type and include mode."""
+        out: dict[str, dict[str, int]] = {}
+        for item in self.enabled():
+            per = out.setdefault(item.ref.type, {})
+            per[item.effective_include] = per.get(item.effective_include, 0) + 1
+        return out
+
+

@@ -1,0 +1,182 @@
+"""The broker's configuration: TOML into frozen pydantic models, loaded once.
+
+Unknown keys are rejected with their dotted name; relative paths resolve against the config
+file's folder; ``CONTEXT_BROKER_<SECTION>__<KEY>`` environment variables override single keys
+(for example ``CONTEXT_BROKER_SEARCH__TOP_N=8``).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import ConfigError
+from .items import IncludeMode
+
+__all__ = [
+    "AgentConfig",
+    "BrokerConfig",
+    "HttpConfig",
+    "InlineItem",
+    "PersistenceConfig",
+    "SearchConfig",
+    "ServerConfig",
+    "SourcesConfig",
+    "load_config",
+    "parse_config",
+]
+
+ENV_PREFIX = "CONTEXT_BROKER_"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AgentConfig(_Model):
+    """Who the catalog is for."""
+
+    name: str = "default"
+    description: str = ""
+
+
+class SearchConfig(_Model):
+    """Embedding model and ranking defaults."""
+
+    model: str = "sentence-transformers/all-MiniLM-L6-v2"
+    model_dir: Path | None = None
+    cache_dir: Path | None = None
+    embedding_cache: Path | None = None
+    semantic: bool = True
+    mode: Literal["hybrid", "dense", "lexical"] = "hybrid"
+    top_k: int = Field(20, ge=1)
+    top_n: int = Field(5, ge=1)
+    include_score: float = Field(0.7, ge=0.0, le=1.0)
+    lexical_weight: float = Field(0.15, ge=0.0)
+    max_query_chars: int = Field(100_000, ge=1)
+    threads: int | None = Field(None, ge=1)
+
+
+class SourcesConfig(_Model):
+    """Files and folders that rules and references are read from."""
+
+    rule_dirs: tuple[Path, ...] = ()
+    reference_dirs: tuple[Path, ...] = ()
+    rule_files: tuple[Path, ...] = ()
+    reference_files: tuple[Path, ...] = ()
+    catalog_files: tuple[Path, ...] = ()
+    default_include: IncludeMode = "agent"
+
+
+class InlineItem(_Model):
+    """A rule or reference written directly in the config."""
+
+    name: str = Field(min_length=1)
+    text: str = ""
+    description: str = ""
+    include: IncludeMode = "agent"
+    priority: int = 0
+    enabled: bool = True
+
+
+class PersistenceConfig(_Model):
+    """Where sessions live."""
+
+    backend: Literal["memory", "sqlite"] = "memory"
+    path: Path | None = None
+
+
+class HttpConfig(_Model):
+    """Streamable HTTP and SSE transport settings."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(8765, ge=0, le=65535)
+    auth_token: str | None = None
+    auth_token_env: str | None = None
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+    max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)
+
+
+class ServerConfig(_Model):
+    """The broker's own server settings."""
+
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    max_message_chars: int = Field(1_000_000, ge=1)
+    http: HttpConfig = HttpConfig()
+
+
+class BrokerConfig(_Model):
+    """The whole configuration; every section has defaults."""
+
+    agent: AgentConfig = AgentConfig()
+    search: SearchConfig = SearchConfig()
+    sources: SourcesConfig = SourcesConfig()
+    rules: tuple[InlineItem, ...] = ()
+    references: tuple[InlineItem, ...] = ()
+    persistence: PersistenceConfig = PersistenceConfig()
+    server: ServerConfig = ServerConfig()
+    base_dir: Path = Path(".")
+
+    def resolve(self, path: Path) -> Path:
+        """``path`` relative to the config file's folder (absolute paths unchanged)."""
+        return path if path.is_absolute() else (self.base_dir / path).resolve()
+
+
+def _describe(error: Mapping[str, Any]) -> str:
+    where = ".".join(str(p) for p in error["loc"]) or "(top level)"
+    if error["type"] == "extra_forbidden":
+        return f"unknown key {where!r}"
+    return f"{where}: {error['msg']} (got {error.get('input')!r})"
+
+
+def _apply_env(data: dict[str, Any], environ: Mapping[str, str]) -> None:
+    for name, raw in environ.items():
+        if not name.startswith(ENV_PREFIX) or "__" not in name:
+            continue
+        path = [p.lower() for p in name[len(ENV_PREFIX) :].split("__")]
+        try:
+            value: Any = tomllib.loads(f"v = {raw}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = raw
+        node = data
+        for part in path[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"environment variable {name} overrides a non-table key")
+            node = child
+        node[path[-1]] = value
+
+
+def parse_config(
+    data: Mapping[str, Any], *, base_dir: Path, source: str = "config",
+    environ: Mapping[str, str] | None = None,
+) -> BrokerConfig:
+    """Validate a config mapping; raise ``ConfigError`` naming every bad key."""
+    raw = dict(data)
+    _apply_env(raw, os.environ if environ is None else environ)
+    if "base_dir" in raw:
+        raise ConfigError(f"{source}: unknown key 'base_dir'", field="base_dir")
+    try:
+        return BrokerConfig.model_validate({**raw, "base_dir": base_dir.resolve()})
+    except ValidationError as exc:
+        problems = "; ".join(_describe(e) for e in exc.errors())
+        raise ConfigError(f"{source}: {problems}") from exc
+
+
+def load_config(path: Path, *, environ: Mapping[str, str] | None = None) -> BrokerConfig:
+    """Read and validate a TOML config file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {str(path)!r}: {exc.strerror}") from exc
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    return parse_config(data, base_dir=path.parent, source=str(path), environ=environ)

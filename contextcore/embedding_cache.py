@@ -1,0 +1,98 @@
+"""A persistent cache of chunk embeddings keyed by (model, text hash).
+
+A restart re-embeds nothing whose text is unchanged: the index asks the cache first and
+embeds only the misses, in one batch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from .embedding import Vectors
+
+__all__ = ["EmbeddingCache", "MemoryEmbeddingCache", "SqliteEmbeddingCache", "text_hash"]
+
+
+def text_hash(text: str) -> str:
+    """The cache key of a chunk text."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class EmbeddingCache(Protocol):
+    """Stores one vector per (model, text hash)."""
+
+    def get_many(self, model: str, hashes: Iterable[str]) -> dict[str, Vectors]: ...
+
+    def put_many(self, model: str, vectors: Mapping[str, Vectors]) -> None: ...
+
+
+class MemoryEmbeddingCache:
+    """An in-process cache (the default when no cache file is configured)."""
+
+    def __init__(self) -> None:
+        self._rows: dict[tuple[str, str], Vectors] = {}
+
+    def get_many(self, model: str, hashes: Iterable[str]) -> dict[str, Vectors]:
+        out: dict[str, Vectors] = {}
+        for h in hashes:
+            vec = self._rows.get((model, h))
+            if vec is not None:
+                out[h] = vec
+        return out
+
+    def put_many(self, model: str, vectors: Mapping[str, Vectors]) -> None:
+        for h, vec in vectors.items():
+            self._rows[(model, h)] = vec
+
+
+class SqliteEmbeddingCache:
+    """A cache in one SQLite file; vectors are stored as raw float32 bytes."""
+
+    _BATCH = 500
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(str(path), check_same_thread=False)
+        with self._lock:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS embeddings ("
+                "model TEXT NOT NULL, hash TEXT NOT NULL, vector BLOB NOT NULL, "
+                "PRIMARY KEY (model, hash))"
+            )
+            self._db.commit()
+
+    def get_many(self, model: str, hashes: Iterable[str]) -> dict[str, Vectors]:
+        wanted = list(dict.fromkeys(hashes))
+        out: dict[str, Vectors] = {}
+        with self._lock:
+            for start in range(0, len(wanted), self._BATCH):
+                part = wanted[start : start + self._BATCH]
+                marks = ",".join("?" * len(part))
+                rows = self._db.execute(
+                    f"SELECT hash, vector FROM embeddings WHERE model = ? AND hash IN ({marks})",
+                    [model, *part],
+                )
+                for h, blob in rows:
+                    out[h] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
+    def put_many(self, model: str, vectors: Mapping[str, Vectors]) -> None:
+        rows = [(model, h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in vectors.items()]
+        with self._lock:
+            self._db.executemany(
+                "INSERT OR REPLACE INTO embeddings (model, hash, vector) VALUES (?, ?, ?)", rows
+            )
+            self._db.commit()
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

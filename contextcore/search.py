@@ -1,0 +1,286 @@
+"""Hybrid search over the catalog: dense cosine fused with BM25, grouped per item.
+
+Ranking score per chunk: ``cosine + lexical_weight * bm25 / max(bm25)`` (the lexical part is
+scaled to [0, 1] per query). An item's rank is its best chunk's. The ``similarity`` reported and
+compared with ``include_score`` stays the item's best cosine similarity, as the design defines
+it; the fused value is reported separately as ``score``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from .catalog import Catalog
+from .embedding import Embedder, ModelStatus
+from .embedding_cache import EmbeddingCache, MemoryEmbeddingCache
+from .errors import ContextCoreError, SearchInputError
+from .index import ChunkIndex, IndexStats, Layout
+from .items import ItemRef, ItemType, parse_item_type
+
+__all__ = ["SearchEngine", "SearchHit", "SearchMode", "SearchResult", "SearchSettings"]
+
+log = logging.getLogger(__name__)
+
+SearchMode = Literal["hybrid", "dense", "lexical"]
+_MODES: tuple[SearchMode, ...] = ("hybrid", "dense", "lexical")
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """Defaults for every search; each may be overridden per call."""
+
+    top_k: int = 20
+    top_n: int = 5
+    include_score: float = 0.7
+    mode: SearchMode = "hybrid"
+    lexical_weight: float = 0.15
+    max_query_chars: int = 100_000
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One selected item: fused ranking score, cosine similarity, scaled lexical score."""
+
+    ref: ItemRef
+    score: float
+    similarity: float | None
+    lexical: float
+
+    @property
+    def similarity_score(self) -> float:
+        """The score users see: cosine similarity, or the lexical score in lexical mode."""
+        return self.similarity if self.similarity is not None else self.lexical
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """Hits best first, the mode actually used, and anything the user should know."""
+
+    hits: tuple[SearchHit, ...]
+    mode: SearchMode
+    warnings: tuple[str, ...] = ()
+
+
+class SearchEngine:
+    """Searches a catalog's enabled items; indexes just in time, shares one embedder."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        embedder: Embedder | None,
+        *,
+        cache: EmbeddingCache | None = None,
+        settings: SearchSettings | None = None,
+    ) -> None:
+        self.catalog = catalog
+        self.embedder = embedder
+        self.settings = settings or SearchSettings()
+        self._index = ChunkIndex(cache or MemoryEmbeddingCache())
+        self._synced_version = -1
+
+    def model_status(self) -> ModelStatus | None:
+        """The embedder's status, or None when the engine is lexical-only by configuration."""
+        return self.embedder.status() if self.embedder is not None else None
+
+    def _sync(self) -> None:
+        if self._synced_version != self.catalog.version or len(self._index) == 0:
+            self._index.sync(self.catalog.enabled())
+            self._synced_version = self.catalog.version
+
+    def index(self) -> IndexStats:
+        """Embed everything not yet embedded now (search does this on demand)."""
+        self._sync()
+        if self.embedder is None:
+            return IndexStats(len(self._index), len(self._index.layout().chunks), 0, 0)
+        return self._index.embed_missing(self.embedder)
+
+    def search(
+        self,
+        query: str,
+        *,
+        types: Iterable[str] | None = None,
+        top_k: int | None = None,
+        top_n: int | None = None,
+        include_score: float | None = None,
+        mode: str | None = None,
+        allow: Callable[[ItemRef], bool] | None = None,
+        apply_include_score: bool = True,
+    ) -> SearchResult:
+        """Rank enabled items for ``query``; ``allow`` narrows the candidates further.
+
+        Items whose cosine similarity reaches ``include_score`` are added past ``top_n``
+        unless ``apply_include_score`` is false (evaluation ranks without that cut-off).
+        """
+        s = self._validated(top_k, top_n, include_score, mode)
+        query, warnings = self._validated_query(query, s.max_query_chars)
+        wanted = _parse_types(types)
+        self._sync()
+        requested = s.mode
+        dense_ok, why = self._prepare_dense(s.mode)
+        if not dense_ok:
+            s = replace(s, mode="lexical")
+            warnings.append(
+                f"semantic search unavailable ({why}); results use lexical (BM25) search only"
+            )
+        layout = self._index.layout()
+        if not layout.refs:
+            return SearchResult((), s.mode, tuple(warnings))
+        mask = _item_mask(layout, wanted, allow)
+        hits = self._rank(layout, query, s, mask, apply_include_score)
+        if requested != s.mode:
+            log.warning("search fell back to %s mode: %s", s.mode, why)
+        return SearchResult(tuple(hits), s.mode, tuple(warnings))
+
+    def _prepare_dense(self, mode: SearchMode) -> tuple[bool, str]:
+        if mode == "lexical":
+            return True, ""
+        if self.embedder is None:
+            return False, "no embedding model is configured"
+        try:
+            self._index.embed_missing(self.embedder)
+        except ContextCoreError as exc:
+            return False, exc.message
+        return True, ""
+
+    def _rank(
+        self,
+        layout: Layout,
+        query: str,
+        s: SearchSettings,
+        mask: npt.NDArray[np.bool_] | None,
+        apply_include_score: bool,
+    ) -> list[SearchHit]:
+        lexical = layout.lexical.scores(query)
+        peak = float(lexical.max()) if lexical.size else 0.0
+        if peak > 0:
+            lexical /= peak
+        dense: npt.NDArray[np.float32] | None = None
+        if s.mode == "lexical":
+            fused = lexical.copy()
+        else:
+            assert self.embedder is not None and layout.matrix is not None
+            dense = layout.matrix @ self.embedder.embed([query])[0]
+            fused = dense + s.lexical_weight * lexical if s.mode == "hybrid" else dense.copy()
+        if mask is not None:
+            fused[~mask[layout.owner]] = -np.inf
+        chosen = _top_items(fused, layout.owner, s.top_k, s.top_n)
+        if dense is not None and apply_include_score:
+            chosen = _with_include_score(chosen, dense, fused, layout.owner, s.include_score)
+        return [_hit(layout, item, fused, dense, lexical) for item in chosen]
+
+    def _validated(
+        self, top_k: int | None, top_n: int | None, include_score: float | None, mode: str | None
+    ) -> SearchSettings:
+        s = self.settings
+        if top_k is not None:
+            if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+                raise SearchInputError(f"top_k must be an integer >= 1, got {top_k!r}", field="top_k")
+            s = replace(s, top_k=top_k)
+        if top_n is not None:
+            if isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1:
+                raise SearchInputError(f"top_n must be an integer >= 1, got {top_n!r}", field="top_n")
+            s = replace(s, top_n=top_n)
+        if include_score is not None:
+            if not isinstance(include_score, int | float) or not 0.0 <= include_score <= 1.0:
+                raise SearchInputError(
+                    f"include_score must be between 0 and 1, got {include_score!r}",
+                    field="include_score",
+                )
+            s = replace(s, include_score=float(include_score))
+        if mode is not None:
+            if mode not in _MODES:
+                raise SearchInputError(
+                    f"mode must be one of {', '.join(_MODES)}, got {mode!r}", field="mode"
+                )
+            s = replace(s, mode=mode)  # type: ignore[arg-type]
+        return s
+
+    @staticmethod
+    def _validated_query(query: str, limit: int) -> tuple[str, list[str]]:
+        if not isinstance(query, str) or not query.strip():
+            raise SearchInputError("query must be a non-empty text", field="query")
+        if len(query) <= limit:
+            return query, []
+        warning = f"query of {len(query)} characters truncated to the first {limit} for search"
+        return query[:limit], [warning]
+
+
+def _parse_types(types: Iterable[str] | None) -> set[ItemType] | None:
+    if types is None:
+        return None
+    if isinstance(types, str):
+        types = [types]
+    return {parse_item_type(t, field="types") for t in types}
+
+
+def _item_mask(
+    layout: Layout, wanted: set[ItemType] | None, allow: Callable[[ItemRef], bool] | None
+) -> npt.NDArray[np.bool_] | None:
+    if wanted is None and allow is None:
+        return None
+    return np.fromiter(
+        (
+            (wanted is None or r.type in wanted) and (allow is None or allow(r))
+            for r in layout.refs
+        ),
+        dtype=np.bool_,
+        count=len(layout.refs),
+    )
+
+
+def _top_items(
+    fused: npt.NDArray[np.float32], owner: npt.NDArray[np.int64], top_k: int, top_n: int
+) -> list[int]:
+    """Best ``top_k`` chunks, grouped by item (best chunk first), cut to ``top_n`` items."""
+    k = min(top_k, fused.size)
+    part = np.argpartition(-fused, k - 1)[:k] if k < fused.size else np.arange(fused.size)
+    order = part[np.argsort(-fused[part], kind="stable")]
+    items: list[int] = []
+    for chunk in order:
+        if not np.isfinite(fused[chunk]):
+            break
+        item = int(owner[chunk])
+        if item not in items:
+            items.append(item)
+            if len(items) == top_n:
+                break
+    return items
+
+
+def _with_include_score(
+    chosen: list[int],
+    dense: npt.NDArray[np.float32],
+    fused: npt.NDArray[np.float32],
+    owner: npt.NDArray[np.int64],
+    threshold: float,
+) -> list[int]:
+    """Add every allowed item whose best cosine reaches ``threshold``, even past top_n."""
+    strong = np.nonzero((dense >= threshold) & np.isfinite(fused))[0]
+    extra = [int(i) for i in dict.fromkeys(owner[strong].tolist()) if int(i) not in chosen]
+    if not extra:
+        return chosen
+    best = {i: float(fused[owner == i].max()) for i in extra}
+    return chosen + sorted(extra, key=lambda i: -best[i])
+
+
+def _hit(
+    layout: Layout,
+    item: int,
+    fused: npt.NDArray[np.float32],
+    dense: npt.NDArray[np.float32] | None,
+    lexical: npt.NDArray[np.float32],
+) -> SearchHit:
+    start = int(layout.starts[item])
+    end = int(layout.starts[item + 1]) if item + 1 < len(layout.starts) else fused.size
+    return SearchHit(
+        ref=layout.refs[item],
+        score=float(fused[start:end].max()),
+        similarity=float(dense[start:end].max()) if dense is not None else None,
+        lexical=float(lexical[start:end].max()),
+    )

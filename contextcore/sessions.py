@@ -1,0 +1,203 @@
+"""Sessions, request contexts and the session-store protocol with its in-memory backend."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Protocol
+
+from .errors import SessionError
+from .items import IncludeMode, ItemRef, parse_include, parse_item_type
+
+__all__ = [
+    "MemorySessionStore",
+    "RequestContext",
+    "RequestItem",
+    "Session",
+    "SessionItem",
+    "SessionStore",
+    "check_session_id",
+    "new_request_id",
+    "new_session_id",
+]
+
+SessionMode = Literal["always", "manual"]
+_SESSION_ID = re.compile(r"^s_[A-Za-z0-9_-]{32}$")
+
+
+def new_session_id() -> str:
+    """A fresh, unguessable session id (192 random bits)."""
+    return "s_" + secrets.token_urlsafe(24)
+
+
+def new_request_id() -> str:
+    """A fresh request id (128 random bits)."""
+    return "r_" + secrets.token_hex(16)
+
+
+def check_session_id(session_id: object) -> str:
+    """Return ``session_id`` if well formed, else raise ``SessionError`` naming the field."""
+    if not isinstance(session_id, str) or not _SESSION_ID.match(session_id):
+        raise SessionError(
+            f"malformed session_id {session_id!r}; use an id returned by create_session",
+            field="session_id",
+        )
+    return session_id
+
+
+@dataclass(frozen=True)
+class SessionItem:
+    """An item in a session's context and how it got there."""
+
+    ref: ItemRef
+    include_mode: SessionMode
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.ref.to_dict(), "include_mode": self.include_mode}
+
+    @classmethod
+    def from_dict(cls, row: dict[str, Any]) -> SessionItem:
+        mode = parse_include(row["include_mode"])
+        if mode == "agent":
+            raise SessionError("a session item cannot have include mode 'agent'")
+        ref = ItemRef(parse_item_type(row["type"]), row["name"], row.get("server"))
+        return cls(ref, mode)
+
+
+@dataclass(frozen=True)
+class RequestItem:
+    """An item used for one request: how it was included, and its score if search chose it."""
+
+    ref: ItemRef
+    include_mode: IncludeMode
+    similarity_score: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.ref.to_dict(),
+            "include_mode": self.include_mode,
+            "similarity_score": self.similarity_score,
+        }
+
+    @classmethod
+    def from_dict(cls, row: dict[str, Any]) -> RequestItem:
+        ref = ItemRef(parse_item_type(row["type"]), row["name"], row.get("server"))
+        return cls(ref, parse_include(row["include_mode"]), row.get("similarity_score"))
+
+
+@dataclass(frozen=True)
+class RequestContext:
+    """What was used for one request and why; stored in the session's turn log."""
+
+    request_id: str
+    session_id: str
+    timestamp: str
+    message: str
+    items: tuple[RequestItem, ...]
+    search_mode: str | None = None
+    warnings: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "request_id": self.request_id,
+            "session_id": self.session_id,
+            "timestamp": self.timestamp,
+            "message": self.message,
+            "items": [i.to_dict() for i in self.items],
+            "search_mode": self.search_mode,
+            "warnings": list(self.warnings),
+        }
+
+    @classmethod
+    def from_dict(cls, row: dict[str, Any]) -> RequestContext:
+        return cls(
+            request_id=row["request_id"],
+            session_id=row["session_id"],
+            timestamp=row["timestamp"],
+            message=row["message"],
+            items=tuple(RequestItem.from_dict(i) for i in row["items"]),
+            search_mode=row.get("search_mode"),
+            warnings=tuple(row.get("warnings", ())),
+        )
+
+
+@dataclass(frozen=True)
+class Session:
+    """A session's state: its context items, its turn log, and state later layers add
+    (history, summaries, snapshot) under ``extras``. Replaced whole on every change."""
+
+    session_id: str
+    agent: str | None
+    created_at: str
+    items: tuple[SessionItem, ...] = ()
+    turns: tuple[RequestContext, ...] = ()
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def has(self, ref: ItemRef) -> bool:
+        return any(i.ref == ref for i in self.items)
+
+    def with_item(self, item: SessionItem) -> Session:
+        return replace(self, items=(*self.items, item))
+
+    def without(self, ref: ItemRef) -> Session:
+        return replace(self, items=tuple(i for i in self.items if i.ref != ref))
+
+    def with_turn(self, turn: RequestContext) -> Session:
+        return replace(self, turns=(*self.turns, turn))
+
+    def turn(self, request_id: str) -> RequestContext:
+        for turn in self.turns:
+            if turn.request_id == request_id:
+                return turn
+        raise SessionError(
+            f"no request {request_id!r} in session {self.session_id!r}; list_turns shows them",
+            field="request_id",
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "session_id": self.session_id,
+            "agent": self.agent,
+            "created_at": self.created_at,
+            "items": [i.to_dict() for i in self.items],
+            "turns": [t.to_dict() for t in self.turns],
+            "extras": self.extras,
+        }
+
+    @classmethod
+    def from_dict(cls, row: dict[str, Any]) -> Session:
+        return cls(
+            session_id=row["session_id"],
+            agent=row.get("agent"),
+            created_at=row["created_at"],
+            items=tuple(SessionItem.from_dict(i) for i in row["items"]),
+            turns=tuple(RequestContext.from_dict(t) for t in row["turns"]),
+            extras=dict(row.get("extras") or {}),
+        )
+
+
+class SessionStore(Protocol):
+    """Keeps sessions; ``save`` is durable when it returns."""
+
+    def load(self, session_id: str) -> Session | None: ...
+
+    def save(self, session: Session) -> None: ...
+
+    def list_ids(self) -> list[str]: ...
+
+
+class MemorySessionStore:
+    """Sessions in process memory; gone when the process ends."""
+
+    def __init__(self) -> None:
+        self._sessions: dict[str, Session] = {}
+
+    def load(self, session_id: str) -> Session | None:
+        return self._sessions.get(session_id)
+
+    def save(self, session: Session) -> None:
+        self._sessions[session.session_id] = session
+
+    def list_ids(self) -> list[str]:
+        return list(self._sessions)

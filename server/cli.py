@@ -1,0 +1,158 @@
+"""The ``context-broker`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from contextcore.catalog import Catalog
+from contextcore.config import BrokerConfig, load_config
+from contextcore.errors import ContextCoreError
+from contextcore.evaluation import EvalReport, evaluate, load_queries
+from contextcore.factory import build_broker, build_search, default_model_dir, resolve_model_dir
+from contextcore.embedding import FastEmbedEmbedder
+from contextcore.loaders import load_catalog_json
+
+from .model_setup import prepare_model_dir
+
+__all__ = ["main"]
+
+log = logging.getLogger(__name__)
+
+
+def _version() -> str:
+    try:
+        return version("mcp-context-broker")
+    except PackageNotFoundError:  # running from a source tree
+        return "0+unknown"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="context-broker",
+        description="An MCP server that chooses the rules, references and tools for each request.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--log-level", default=None, choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the MCP server")
+    serve.add_argument("--config", type=Path, required=True)
+    serve.add_argument("--transport", choices=["stdio", "http", "sse"], default="stdio")
+    serve.add_argument("--host", default=None, help="HTTP bind address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=None, help="HTTP port (default 8765)")
+
+    check = sub.add_parser("check", help="validate a config and report what it loads")
+    check.add_argument("--config", type=Path, required=True)
+    check.add_argument("--json", action="store_true", help="print one JSON object")
+
+    ev = sub.add_parser("eval", help="measure retrieval quality on a query set")
+    source = ev.add_mutually_exclusive_group(required=True)
+    source.add_argument("--catalog", type=Path, help="a catalog JSON file")
+    source.add_argument("--config", type=Path, help="a broker config (its live catalog)")
+    ev.add_argument("--queries", type=Path, required=True, help="JSONL: {query, gold: [keys]}")
+    ev.add_argument("--mode", choices=["hybrid", "dense", "lexical"], default="hybrid")
+    ev.add_argument("--k", default="1,5,10", help="comma-separated cut-offs (default 1,5,10)")
+    ev.add_argument("--json", action="store_true", help="print one JSON object")
+    ev.add_argument("--model-dir", type=Path, default=None, help="local model directory")
+
+    setup = sub.add_parser("setup-model", help="prepare the embedding model without a model hub")
+    setup.add_argument("--dest", type=Path, default=None, help="target directory")
+    return parser
+
+
+def _parse_ks(raw: str) -> list[int]:
+    try:
+        ks = sorted({int(part) for part in raw.split(",") if part.strip()})
+    except ValueError as exc:
+        raise ContextCoreError(f"--k must be comma-separated integers, got {raw!r}") from exc
+    if not ks or ks[0] < 1:
+        raise ContextCoreError(f"--k values must be >= 1, got {raw!r}")
+    return ks
+
+
+def _format_report(report: EvalReport, ks: Sequence[int]) -> str:
+    m = report.metrics
+    lines = [f"mode {report.mode}: {report.n_queries} queries over {report.n_items} items"]
+    for k in ks:
+        lines.append(
+            f"  @{k:<3} recall {m[f'recall@{k}']:.4f}  ndcg {m[f'ndcg@{k}']:.4f}  "
+            f"comp {m[f'comp@{k}']:.4f}"
+        )
+    lines.append(f"  mrr  {m['mrr']:.4f}")
+    for key in report.missing_gold:
+        lines.append(f"  warning: gold key {key} is not in the catalog")
+    lines += [f"  warning: {w}" for w in report.warnings]
+    return "\n".join(lines)
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    ks = _parse_ks(args.k)
+    if args.catalog is not None:
+        config = BrokerConfig(base_dir=Path.cwd())
+        catalog = Catalog(load_catalog_json(args.catalog))
+        model_dir = args.model_dir or resolve_model_dir(config)
+        embedder = FastEmbedEmbedder(config.search.model, model_dir=model_dir)
+        engine = build_search(config, catalog, embedder)
+    else:
+        parts = build_broker(load_config(args.config))
+        engine = parts.search
+    report = evaluate(engine, load_queries(args.queries), ks=ks, mode=args.mode)
+    if args.json:
+        print(json.dumps(report.to_dict()))
+    else:
+        print(_format_report(report, ks))
+    return 0
+
+
+def _cmd_setup_model(args: argparse.Namespace) -> int:
+    dest = args.dest or default_model_dir("sentence-transformers/all-MiniLM-L6-v2")
+    changed = prepare_model_dir(dest)
+    state = "prepared" if changed else "already prepared"
+    print(f"embedding model {state} in {dest}")
+    return 0
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from .doctor import check_report, format_check
+
+    report = check_report(args.config)
+    print(json.dumps(report, indent=2) if args.json else format_check(report))
+    return 0 if report["ok"] else 1
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from .app import serve
+
+    return serve(args.config, transport=args.transport, host=args.host, port=args.port)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``context-broker`` console script."""
+    args = _parser().parse_args(argv)
+    level = args.log_level or "INFO"
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    commands = {
+        "eval": _cmd_eval,
+        "setup-model": _cmd_setup_model,
+        "check": _cmd_check,
+        "serve": _cmd_serve,
+    }
+    try:
+        return commands[args.command](args)
+    except ContextCoreError as exc:
+        print(f"context-broker: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,85 @@
+"""``context-broker check``: what a user needs to know before plugging a config into a host."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from contextcore.config import load_config
+from contextcore.errors import ContextCoreError
+from contextcore.factory import build_broker, resolve_model_dir
+
+__all__ = ["check_report", "format_check"]
+
+
+def _model_report(parts: Any) -> dict[str, Any]:
+    config = parts.config
+    embedder = parts.embedder
+    if embedder is None:
+        return {
+            "model": config.search.model,
+            "source": "disabled",
+            "loaded": False,
+            "search": "lexical only (search.semantic = false)",
+        }
+    model_dir = resolve_model_dir(config)
+    try:
+        embedder.embed(["context broker check"])
+    except ContextCoreError as exc:
+        return {
+            "model": embedder.model_name,
+            "source": "unavailable",
+            "loaded": False,
+            "error": exc.message,
+            "search": "LEXICAL ONLY: the embedding model could not be loaded",
+        }
+    status = embedder.status()
+    return {
+        "model": embedder.model_name,
+        "source": status.source,
+        "model_dir": str(model_dir) if model_dir else None,
+        "loaded": True,
+        "search": config.search.mode,
+    }
+
+
+def check_report(config_path: Path) -> dict[str, Any]:
+    """Validate the config, load its catalog and the model; never raises for bad input."""
+    try:
+        config = load_config(config_path)
+        parts = build_broker(config)
+    except ContextCoreError as exc:
+        return {"ok": False, "config": str(config_path), "error": exc.message}
+    persistence = config.persistence
+    return {
+        "ok": True,
+        "config": str(config_path),
+        "agent": config.agent.name,
+        "items": parts.catalog.counts(),
+        "model": _model_report(parts),
+        "persistence": {
+            "backend": persistence.backend,
+            "path": str(config.resolve(persistence.path)) if persistence.path else None,
+        },
+    }
+
+
+def format_check(report: dict[str, Any]) -> str:
+    """A short text rendering of ``check_report``."""
+    if not report["ok"]:
+        return f"config {report['config']}: INVALID\n  {report['error']}"
+    lines = [f"config {report['config']}: OK (agent {report['agent']!r})", "items:"]
+    if not report["items"]:
+        lines.append("  none")
+    for kind, modes in sorted(report["items"].items()):
+        detail = ", ".join(f"{n} {mode}" for mode, n in sorted(modes.items()))
+        lines.append(f"  {kind}: {sum(modes.values())} ({detail})")
+    model = report["model"]
+    where = f" ({model['model_dir']})" if model.get("model_dir") else ""
+    lines.append(f"embedding model: {model['model']} from {model['source']}{where}")
+    if model.get("error"):
+        lines.append(f"  error: {model['error']}")
+    lines.append(f"search: {model['search']}")
+    p = report["persistence"]
+    lines.append(f"persistence: {p['backend']}" + (f" at {p['path']}" if p["path"] else ""))
+    return "\n".join(lines)
