@@ -13,3 +13,7 @@ fi
     | grep -v "^WARNING: Location" || true
 .venv/bin/python -c "import contextcore, server, tools" # fails loudly if the install did not work
 .venv/bin/context-broker setup-model
+# Node-based test peers (MCP Inspector CLI, the conformance suite) and a Node new enough for them.
+if [ -x scripts/setup-node.sh ]; then
+    scripts/setup-node.sh
+fi
