@@ -136,12 +136,21 @@ class ContextBroker:
         self._check_message(message)
         in_session = {i.ref for i in session.items}
         items = [RequestItem(i.ref, i.include_mode) for i in session.items]
-        result, warnings = self._search_agent_items(message, in_session, top_k, top_n, include_score, types)
+        result, warnings = self._search_agent_items(
+            message, in_session, top_k, top_n, include_score, types
+        )
         mode = result.mode if result is not None else None
         if result is not None:
-            items += [RequestItem(h.ref, "agent", round(h.similarity_score, 4)) for h in result.hits]
+            items += [
+                RequestItem(h.ref, "agent", round(h.similarity_score, 4)) for h in result.hits
+            ]
         context = RequestContext(
-            new_request_id(), session.session_id, self._stamp(), message, tuple(items), mode,
+            new_request_id(),
+            session.session_id,
+            self._stamp(),
+            message,
+            tuple(items),
+            mode,
             tuple(warnings),
         )
         with self._lock:
@@ -174,7 +183,11 @@ class ContextBroker:
 
         try:
             result = self.search.search(
-                message, types=types, top_k=top_k, top_n=top_n, include_score=include_score,
+                message,
+                types=types,
+                top_k=top_k,
+                top_n=top_n,
+                include_score=include_score,
                 allow=allow,
             )
         except SearchInputError:

@@ -112,5 +112,3 @@ class Catalog:
             per = out.setdefault(item.ref.type, {})
             per[item.effective_include] = per.get(item.effective_include, 0) + 1
         return out
-
-

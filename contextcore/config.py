@@ -154,7 +154,10 @@ def _apply_env(data: dict[str, Any], environ: Mapping[str, str]) -> None:
 
 
 def parse_config(
-    data: Mapping[str, Any], *, base_dir: Path, source: str = "config",
+    data: Mapping[str, Any],
+    *,
+    base_dir: Path,
+    source: str = "config",
     environ: Mapping[str, str] | None = None,
 ) -> BrokerConfig:
     """Validate a config mapping; raise ``ConfigError`` naming every bad key."""

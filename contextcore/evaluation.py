@@ -88,15 +88,20 @@ def evaluate(
     catalog: Catalog = engine.catalog
     known = {item.ref.key for item in catalog.enabled()}
     missing = sorted({g for q in queries for g in q.gold if g not in known})
-    engine.index()
     top_n = max(ks)
-    chunks = max(engine.index().chunks, 1)
+    chunks = max(engine.index().chunks, 1) if mode != "lexical" else max(len(known), 1) * 64
     sums: dict[str, float] = {}
     used_mode = mode
     warnings: list[str] = []
-    for q in queries:
+    vectors = engine.embed_queries([q.query for q in queries]) if mode != "lexical" else None
+    for i, q in enumerate(queries):
         result = engine.search(
-            q.query, top_n=top_n, top_k=chunks, mode=mode, apply_include_score=False
+            q.query,
+            top_n=top_n,
+            top_k=chunks,
+            mode=mode,
+            apply_include_score=False,
+            query_vector=vectors[i] if vectors is not None else None,
         )
         used_mode = result.mode
         warnings.extend(w for w in result.warnings if w not in warnings)

@@ -94,9 +94,7 @@ def build_cache(config: BrokerConfig) -> EmbeddingCache:
     return SqliteEmbeddingCache(config.resolve(path)) if path else MemoryEmbeddingCache()
 
 
-def build_search(
-    config: BrokerConfig, catalog: Catalog, embedder: Embedder | None
-) -> SearchEngine:
+def build_search(config: BrokerConfig, catalog: Catalog, embedder: Embedder | None) -> SearchEngine:
     """A search engine over ``catalog`` with the config's defaults."""
     s = config.search
     settings = SearchSettings(

@@ -11,13 +11,13 @@ from .errors import CatalogError
 __all__ = [
     "INCLUDE_MODES",
     "ITEM_TYPES",
+    "ContextItem",
     "IncludeMode",
     "ItemRef",
     "ItemType",
     "Reference",
     "Rule",
     "Tool",
-    "ContextItem",
     "parse_include",
     "parse_item_type",
 ]

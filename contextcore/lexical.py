@@ -15,10 +15,73 @@ __all__ = ["Bm25Index", "tokenize"]
 _WORD = re.compile(r"[A-Za-z0-9]+")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 _STOPWORDS = frozenset(
-    """a about an and any are as at be but by can could do does for from get give has have
-    how i if in into is it its me my of on or our please some that the their them then there
-    these this to us was we what when where which who will with would you your i'm want need
-    like also just""".split()
+    [
+        "a",
+        "about",
+        "an",
+        "and",
+        "any",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "can",
+        "could",
+        "do",
+        "does",
+        "for",
+        "from",
+        "get",
+        "give",
+        "has",
+        "have",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "please",
+        "some",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "this",
+        "to",
+        "us",
+        "was",
+        "we",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "i'm",
+        "want",
+        "need",
+        "like",
+        "also",
+        "just",
+    ]
 )
 
 
@@ -65,9 +128,9 @@ class Bm25Index:
         self._postings: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]] = {}
         for term, (ids, tfs) in postings.items():
             idx = np.asarray(ids, dtype=np.int64)
-            tf = np.asarray(tfs, dtype=np.float32)
+            freq = np.asarray(tfs, dtype=np.float32)
             idf = math.log(1.0 + (self.size - len(ids) + 0.5) / (len(ids) + 0.5))
-            weight = idf * tf * (k1 + 1.0) / (tf + norm[idx])
+            weight = idf * freq * (k1 + 1.0) / (freq + norm[idx])
             self._postings[term] = (idx, weight.astype(np.float32))
 
     def scores(self, query: str) -> npt.NDArray[np.float32]:

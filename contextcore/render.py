@@ -11,14 +11,13 @@ from .sessions import RequestContext, RequestItem
 __all__ = ["assemble_messages", "render_markdown", "sort_items", "summary_line"]
 
 _PLURAL = {"rule": "rules", "reference": "references", "tool": "tools"}
-_MODE_ORDER = {"always": 0, "manual": 1, "agent": 2}
 
 Lookup = Callable[[ItemRef], ContextItem | None]
 
 
 def summary_line(items: Sequence[RequestItem]) -> str:
     """E.g. ``5 rules (3 agent, 2 always), 2 references (1 agent, 1 manual), 3 tools (all
-    manual)``; ``no items`` when empty."""
+    manual)``: modes by count, then by name; ``no items`` when empty."""
     parts: list[str] = []
     for kind in ("rule", "reference", "tool"):
         rows = [i for i in items if i.ref.type == kind]
@@ -31,20 +30,23 @@ def summary_line(items: Sequence[RequestItem]) -> str:
         if len(counts) == 1:
             detail = f"all {next(iter(counts))}" if len(rows) > 1 else next(iter(counts))
         else:
-            ordered = sorted(counts.items(), key=lambda kv: (-kv[1], _MODE_ORDER[kv[0]]))
+            ordered = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
             detail = ", ".join(f"{n} {mode}" for mode, n in ordered)
         parts.append(f"{len(rows)} {noun} ({detail})")
     return ", ".join(parts) if parts else "no items"
 
 
 def sort_items(items: Sequence[RequestItem], lookup: Lookup) -> list[RequestItem]:
-    """Rules and references by priority (highest first) then name; tools by server then name."""
+    """Rules, references, tools; rules and references by priority (highest first) then name;
+    tools by server then name."""
+
+    kinds = {"rule": 0, "reference": 1, "tool": 2}
 
     def key(row: RequestItem) -> tuple[Any, ...]:
         if row.ref.type == "tool":
-            return (row.ref.server or "", row.ref.name)
+            return (kinds["tool"], 0, row.ref.server or "", row.ref.name)
         item = lookup(row.ref)
-        return (-(item.priority if item is not None else 0), row.ref.name)
+        return (kinds[row.ref.type], -(item.priority if item is not None else 0), "", row.ref.name)
 
     return sorted(items, key=key)
 
@@ -56,7 +58,11 @@ def _badge(row: RequestItem) -> str:
 
 def render_markdown(context: RequestContext, lookup: Lookup) -> str:
     """Three sections (rules, references, tools) with include-mode badges and scores."""
-    lines = [f"# Request {context.request_id}", "", f"{context.timestamp} · {summary_line(context.items)}"]
+    lines = [
+        f"# Request {context.request_id}",
+        "",
+        f"{context.timestamp} · {summary_line(context.items)}",
+    ]
     for kind, title in (("rule", "Rules"), ("reference", "References"), ("tool", "Tools")):
         rows = sort_items([i for i in context.items if i.ref.type == kind], lookup)
         lines += ["", f"## {title}", ""]

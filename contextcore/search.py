@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .catalog import Catalog
-from .embedding import Embedder, ModelStatus
+from .embedding import Embedder, ModelStatus, Vectors
 from .embedding_cache import EmbeddingCache, MemoryEmbeddingCache
 from .errors import ContextCoreError, SearchInputError
 from .index import ChunkIndex, IndexStats, Layout
@@ -111,11 +111,13 @@ class SearchEngine:
         mode: str | None = None,
         allow: Callable[[ItemRef], bool] | None = None,
         apply_include_score: bool = True,
+        query_vector: Vectors | None = None,
     ) -> SearchResult:
         """Rank enabled items for ``query``; ``allow`` narrows the candidates further.
 
         Items whose cosine similarity reaches ``include_score`` are added past ``top_n``
         unless ``apply_include_score`` is false (evaluation ranks without that cut-off).
+        ``query_vector`` is the query's embedding when the caller already has it.
         """
         s = self._validated(top_k, top_n, include_score, mode)
         query, warnings = self._validated_query(query, s.max_query_chars)
@@ -132,10 +134,19 @@ class SearchEngine:
         if not layout.refs:
             return SearchResult((), s.mode, tuple(warnings))
         mask = _item_mask(layout, wanted, allow)
-        hits = self._rank(layout, query, s, mask, apply_include_score)
+        hits = self._rank(layout, query, s, mask, apply_include_score, query_vector)
         if requested != s.mode:
             log.warning("search fell back to %s mode: %s", s.mode, why)
         return SearchResult(tuple(hits), s.mode, tuple(warnings))
+
+    def embed_queries(self, queries: list[str]) -> Vectors | None:
+        """Embed many queries in one batch (None when no model is available)."""
+        if self.embedder is None:
+            return None
+        try:
+            return self.embedder.embed(queries)
+        except ContextCoreError:
+            return None
 
     def _prepare_dense(self, mode: SearchMode) -> tuple[bool, str]:
         if mode == "lexical":
@@ -155,6 +166,7 @@ class SearchEngine:
         s: SearchSettings,
         mask: npt.NDArray[np.bool_] | None,
         apply_include_score: bool,
+        query_vector: Vectors | None,
     ) -> list[SearchHit]:
         lexical = layout.lexical.scores(query)
         peak = float(lexical.max()) if lexical.size else 0.0
@@ -165,7 +177,9 @@ class SearchEngine:
             fused = lexical.copy()
         else:
             assert self.embedder is not None and layout.matrix is not None
-            dense = layout.matrix @ self.embedder.embed([query])[0]
+            if query_vector is None:
+                query_vector = self.embedder.embed([query])[0]
+            dense = layout.matrix @ query_vector
             fused = dense + s.lexical_weight * lexical if s.mode == "hybrid" else dense.copy()
         if mask is not None:
             fused[~mask[layout.owner]] = -np.inf
@@ -180,11 +194,15 @@ class SearchEngine:
         s = self.settings
         if top_k is not None:
             if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-                raise SearchInputError(f"top_k must be an integer >= 1, got {top_k!r}", field="top_k")
+                raise SearchInputError(
+                    f"top_k must be an integer >= 1, got {top_k!r}", field="top_k"
+                )
             s = replace(s, top_k=top_k)
         if top_n is not None:
             if isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1:
-                raise SearchInputError(f"top_n must be an integer >= 1, got {top_n!r}", field="top_n")
+                raise SearchInputError(
+                    f"top_n must be an integer >= 1, got {top_n!r}", field="top_n"
+                )
             s = replace(s, top_n=top_n)
         if include_score is not None:
             if not isinstance(include_score, int | float) or not 0.0 <= include_score <= 1.0:
@@ -198,7 +216,7 @@ class SearchEngine:
                 raise SearchInputError(
                     f"mode must be one of {', '.join(_MODES)}, got {mode!r}", field="mode"
                 )
-            s = replace(s, mode=mode)  # type: ignore[arg-type]
+            s = replace(s, mode=mode)
         return s
 
     @staticmethod
@@ -225,10 +243,7 @@ def _item_mask(
     if wanted is None and allow is None:
         return None
     return np.fromiter(
-        (
-            (wanted is None or r.type in wanted) and (allow is None or allow(r))
-            for r in layout.refs
-        ),
+        ((wanted is None or r.type in wanted) and (allow is None or allow(r)) for r in layout.refs),
         dtype=np.bool_,
         count=len(layout.refs),
     )

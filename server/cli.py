@@ -12,10 +12,10 @@ from pathlib import Path
 
 from contextcore.catalog import Catalog
 from contextcore.config import BrokerConfig, load_config
+from contextcore.embedding import FastEmbedEmbedder
 from contextcore.errors import ContextCoreError
 from contextcore.evaluation import EvalReport, evaluate, load_queries
 from contextcore.factory import build_broker, build_search, default_model_dir, resolve_model_dir
-from contextcore.embedding import FastEmbedEmbedder
 from contextcore.loaders import load_catalog_json
 
 from .model_setup import prepare_model_dir

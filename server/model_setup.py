@@ -135,5 +135,6 @@ def prepare_model_dir(dest: Path) -> bool:
             shutil.move(str(staged / spec.name), str(dest / spec.name))
     problems = verify_model_dir(dest)
     if problems:
-        raise ModelError(f"model directory {str(dest)!r} is still incomplete: {'; '.join(problems)}")
+        detail = "; ".join(problems)
+        raise ModelError(f"model directory {str(dest)!r} is still incomplete: {detail}")
     return True

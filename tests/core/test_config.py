@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from contextcore.config import load_config, parse_config
+from contextcore.errors import ConfigError
+from contextcore.factory import build_broker, load_items
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_an_empty_config_is_valid_with_defaults(tmp_path: Path) -> None:
+    (tmp_path / "c.toml").write_text("")
+    config = load_config(tmp_path / "c.toml", environ={})
+    assert config.search.top_n == 5 and config.search.include_score == 0.7
+    assert config.persistence.backend == "memory"
+
+
+def test_unknown_keys_are_rejected_with_their_dotted_name(tmp_path: Path) -> None:
+    (tmp_path / "c.toml").write_text("[search]\ntopn = 3\n")
+    with pytest.raises(ConfigError, match="unknown key 'search.topn'"):
+        load_config(tmp_path / "c.toml", environ={})
+
+
+def test_bad_values_name_the_key_and_value(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"search.include_score.*1.5"):
+        parse_config({"search": {"include_score": 1.5}}, base_dir=tmp_path, environ={})
+
+
+def test_paths_resolve_relative_to_the_config_file(tmp_path: Path) -> None:
+    folder = tmp_path / "conf"
+    (folder / "rules").mkdir(parents=True)
+    (folder / "rules" / "a.md").write_text("---\ninclude: always\n---\nA")
+    (folder / "c.toml").write_text('[sources]\nrule_dirs = ["rules"]\n')
+    config = load_config(folder / "c.toml", environ={})
+    assert [i.name for i in load_items(config)] == ["a"]
+
+
+def test_environment_variables_override_single_keys(tmp_path: Path) -> None:
+    config = parse_config({}, base_dir=tmp_path, environ={"CONTEXT_BROKER_SEARCH__TOP_N": "8"})
+    assert config.search.top_n == 8
+
+
+def test_invalid_toml_is_reported_with_the_file(tmp_path: Path) -> None:
+    (tmp_path / "c.toml").write_text("[search\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(tmp_path / "c.toml", environ={})
+
+
+def test_the_example_config_loads_an_agent_in_every_include_mode() -> None:
+    config = load_config(REPO / "config.example.toml", environ={})
+    counts = build_broker(config, use_config_embedder=False).catalog.counts()
+    assert set(counts) == {"rule", "reference"}
+    assert set(counts["rule"]) == {"always", "manual", "agent"}
+    assert set(counts["reference"]) == {"manual", "agent"}

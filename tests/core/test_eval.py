@@ -1,0 +1,114 @@
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from contextcore.catalog import Catalog
+from contextcore.embedding import HashEmbedder
+from contextcore.errors import CatalogError
+from contextcore.evaluation import EvalQuery, evaluate, load_queries
+from contextcore.items import Rule, Tool
+from contextcore.metrics import completeness_at, mrr, ndcg_at, recall_at
+from contextcore.search import SearchEngine
+
+
+def test_metrics_on_a_known_ranking() -> None:
+    ranked = ["a", "x", "b", "y"]
+    gold = {"a", "b"}
+    assert recall_at(ranked, gold, 1) == 0.5
+    assert completeness_at(ranked, gold, 2) == 0.0 and completeness_at(ranked, gold, 3) == 1.0
+    assert mrr(["x", "a"], gold) == 0.5 and mrr(["x"], gold) == 0.0
+    ideal = 1 + 1 / math.log2(3)
+    assert ndcg_at(ranked, gold, 3) == pytest.approx((1 + 1 / math.log2(4)) / ideal)
+
+
+def engine() -> SearchEngine:
+    catalog = Catalog(
+        [
+            Tool("time", "get_current_time", "Get the current time in a timezone"),
+            Tool("git", "git_log", "Show the commit log"),
+            Rule("testing", "Write tests with pytest"),
+        ]
+    )
+    return SearchEngine(catalog, HashEmbedder())
+
+
+def test_evaluate_reports_every_k_and_missing_gold_keys() -> None:
+    queries = [
+        EvalQuery("current time", frozenset({"tool:time/get_current_time"})),
+        EvalQuery("commit log", frozenset({"tool:git/git_log", "tool:git/ghost"})),
+    ]
+    report = evaluate(engine(), queries, ks=(1, 2))
+    assert set(report.metrics) == {
+        "recall@1",
+        "recall@2",
+        "ndcg@1",
+        "ndcg@2",
+        "comp@1",
+        "comp@2",
+        "mrr",
+    }
+    assert report.metrics["mrr"] == 1.0
+    assert report.metrics["recall@1"] == 0.75
+    assert report.missing_gold == ["tool:git/ghost"]
+    assert report.n_queries == 2 and report.n_items == 3
+
+
+def test_query_files_are_validated(tmp_path: Path) -> None:
+    path = tmp_path / "q.jsonl"
+    path.write_text('{"query": "x", "gold": []}\n')
+    with pytest.raises(CatalogError, match="q.jsonl:1: 'gold'"):
+        load_queries(path)
+    path.write_text('{"query": "x", "gold": ["nonsense"]}\n')
+    with pytest.raises(CatalogError, match="malformed item key"):
+        load_queries(path)
+
+
+def test_the_eval_command_prints_one_json_object(tmp_path: Path) -> None:
+    catalog = {
+        "servers": {
+            "time": {
+                "tools": [
+                    {"name": "get_current_time", "description": "Get the current time"},
+                    {"name": "convert_time", "description": "Convert between timezones"},
+                ]
+            }
+        }
+    }
+    (tmp_path / "c.json").write_text(json.dumps(catalog))
+    (tmp_path / "q.jsonl").write_text(
+        json.dumps({"query": "convert timezones", "gold": ["tool:time/convert_time"]}) + "\n"
+    )
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "server.cli",
+            "eval",
+            "--catalog",
+            str(tmp_path / "c.json"),
+            "--queries",
+            str(tmp_path / "q.jsonl"),
+            "--mode",
+            "lexical",
+            "--k",
+            "1,2",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    report = json.loads(out.stdout)
+    assert report["mode"] == "lexical" and report["n_queries"] == 1 and report["n_items"] == 2
+    assert report["metrics"]["recall@1"] == 1.0 and set(report["metrics"]) >= {
+        "ndcg@2",
+        "comp@2",
+        "mrr",
+    }
