@@ -94,11 +94,14 @@ class SearchEngine:
             self._synced_version = self.catalog.version
 
     def index(self) -> IndexStats:
-        """Embed everything not yet embedded now (search does this on demand)."""
+        """Embed everything not yet embedded and build the search arrays now (search does
+        this on demand)."""
         self._sync()
         if self.embedder is None:
             return IndexStats(len(self._index), len(self._index.layout().chunks), 0, 0)
-        return self._index.embed_missing(self.embedder)
+        stats = self._index.embed_missing(self.embedder)
+        self._index.layout()
+        return stats
 
     def search(
         self,

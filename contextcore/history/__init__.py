@@ -1,0 +1,95 @@
+"""Conversation history: messages in OpenAI or Anthropic shape, a filter pipeline that keeps
+windows within budget and valid for the strictest provider, fresh summaries, task snapshots.
+
+Errors are ``contextcore.errors.HistoryError`` (field names like ``messages[3].role`` or
+``filters[1].options.maxTokns``).
+
+Typical use::
+
+    history = append_messages(SessionHistory(), raw_messages)
+    history = update_summary(history, ExtractiveSummarizer()).history
+    window = get_window(history, max_tokens=8000)
+    window.messages, window.report.to_dict()
+"""
+
+from __future__ import annotations
+
+from .context import CollapseGroup, RunContext
+from .extractive import ExtractiveSummarizer
+from .filters import FilterDefinition, FilterRun
+from .messages import Message, Shape, ToolCall, ToolResult, detect_shape, parse_messages
+from .pipeline import FilterSpec, Pipeline, PipelineResult, build_pipeline, run_pipeline
+from .registry import FilterRegistry, default_registry
+from .repair import RepairOptions
+from .report import PipelineReport, StepReport
+from .session import (
+    SessionHistory,
+    SummaryUpdate,
+    append_messages,
+    clear_history,
+    collapse_messages,
+    expand_group,
+    update_snapshot,
+    update_summary,
+)
+from .snapshot import TaskSnapshot
+from .stats import HistoryStats, history_stats
+from .summary import (
+    Summarizer,
+    SummarizerChain,
+    Summary,
+    SummaryOutcome,
+    SummaryPlan,
+    SummaryPolicy,
+    plan_summary,
+)
+from .tokens import message_tokens, window_tokens
+from .validate import validate_window
+from .window import HistoryWindow, get_window
+
+__all__ = [
+    "CollapseGroup",
+    "ExtractiveSummarizer",
+    "FilterDefinition",
+    "FilterRegistry",
+    "FilterRun",
+    "FilterSpec",
+    "HistoryStats",
+    "HistoryWindow",
+    "Message",
+    "Pipeline",
+    "PipelineReport",
+    "PipelineResult",
+    "RepairOptions",
+    "RunContext",
+    "SessionHistory",
+    "Shape",
+    "StepReport",
+    "Summarizer",
+    "SummarizerChain",
+    "Summary",
+    "SummaryOutcome",
+    "SummaryPlan",
+    "SummaryPolicy",
+    "SummaryUpdate",
+    "TaskSnapshot",
+    "ToolCall",
+    "ToolResult",
+    "append_messages",
+    "build_pipeline",
+    "clear_history",
+    "collapse_messages",
+    "default_registry",
+    "detect_shape",
+    "expand_group",
+    "get_window",
+    "history_stats",
+    "message_tokens",
+    "parse_messages",
+    "plan_summary",
+    "run_pipeline",
+    "update_snapshot",
+    "update_summary",
+    "validate_window",
+    "window_tokens",
+]

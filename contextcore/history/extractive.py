@@ -1,0 +1,156 @@
+"""A summarizer that needs no LLM: it keeps the lines that matter, verbatim.
+
+Lines (and sentences) showing errors, decisions, file paths, identifiers or numbers are kept
+word for word, tool calls are noted with their name and path, and each user request keeps
+at least its opening. The previous summary's lines are folded in as the oldest material.
+When everything does not fit the cap, the highest-scoring lines win (newer first on ties)
+and are printed in their original order.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .summary import clip_to_tokens
+from .tokens import Tokenizer, chars_per_4
+
+__all__ = ["ExtractiveSummarizer"]
+
+_ERROR = re.compile(r"\b(error|exception|traceback|failed|failure|fatal|denied)\b", re.I)
+_DECISION = re.compile(
+    r"\b(decided|decide|decision|chose|choose|agreed|will use|we'll|let's|should|must|plan)\b", re.I
+)
+_PATH = re.compile(r"(?:[\w.-]+/)+[\w.-]+|\b[\w-]+\.(?:py|ts|js|md|json|toml|ya?ml|txt|rs|go)\b")
+_IDENT = re.compile(r"`[^`]+`|\b[a-z]+_[a-z0-9_]+\b|\b[A-Z][a-z]+[A-Z]\w*\b|\b[0-9a-f]{7,}\b")
+_NUMBER = re.compile(r"\d")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+@dataclass(frozen=True)
+class _Line:
+    order: int
+    score: float
+    text: str
+
+
+class ExtractiveSummarizer:
+    """Summarize by extraction; deterministic and within ``max_tokens`` by ``tokenizer``."""
+
+    def __init__(self, tokenizer: Tokenizer = chars_per_4, line_chars: int = 400) -> None:
+        self.tokenizer = tokenizer
+        self.line_chars = line_chars
+
+    def summarize(
+        self, messages: Sequence[Mapping[str, Any]], previous_summary: str | None, max_tokens: int
+    ) -> str:
+        """Fold ``previous_summary`` and ``messages`` into at most ``max_tokens`` tokens."""
+        lines = list(self._lines(messages, previous_summary))
+        unique = list({line.text: line for line in reversed(lines)}.values())[::-1]
+        chosen: list[_Line] = []
+        used = 0
+        for line in sorted(unique, key=lambda item: (-item.score, -item.order)):
+            cost = self.tokenizer(line.text) + 1
+            if used + cost <= max_tokens:
+                chosen.append(line)
+                used += cost
+        text = "\n".join(line.text for line in sorted(chosen, key=lambda item: item.order))
+        if not text and unique:
+            text = unique[-1].text
+        return clip_to_tokens(text, max_tokens, self.tokenizer)
+
+    def _lines(
+        self, messages: Sequence[Mapping[str, Any]], previous: str | None
+    ) -> Iterator[_Line]:
+        order = 0
+        for old in (previous or "").splitlines():
+            if old.strip():
+                order += 1
+                yield _Line(order, _score(old) + 0.5, old.strip())
+        for raw in messages:
+            for text, score in self._message_lines(raw):
+                order += 1
+                yield _Line(order, score, text)
+
+    def _message_lines(self, raw: Mapping[str, Any]) -> Iterator[tuple[str, float]]:
+        role = str(raw.get("role", "?"))
+        for name, arguments in _calls(raw):
+            path = next((str(v) for k, v in arguments.items() if "path" in k or k == "file"), "")
+            yield f"{role} called {name}{f' on {path}' if path else ''}", 1.0 + bool(path)
+        kept = False
+        for piece, is_result in _texts(raw):
+            label = "tool result" if is_result else role
+            for sentence in _sentences(piece):
+                score = _score(sentence)
+                if score > 0:
+                    kept = True
+                    yield f"{label}: {sentence[: self.line_chars]}", score
+        if role == "user" and not kept:
+            opening = next(iter(_sentences(" ".join(p for p, r in _texts(raw) if not r))), "")
+            if opening:
+                yield f"user asked: {opening[:160]}", 0.75
+
+
+def _score(text: str) -> float:
+    score = 0.0
+    if _ERROR.search(text):
+        score += 3
+    if _DECISION.search(text):
+        score += 2
+    if _PATH.search(text):
+        score += 2
+    if _IDENT.search(text):
+        score += 1
+    if _NUMBER.search(text):
+        score += 1
+    return score
+
+
+def _sentences(text: str) -> Iterator[str]:
+    for line in text.splitlines():
+        for sentence in _SENTENCE.split(line.strip()):
+            if sentence:
+                yield sentence
+
+
+def _calls(raw: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    for call in raw.get("tool_calls") or ():
+        function = call.get("function") or {}
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except ValueError:
+                arguments = {}
+        yield str(function.get("name")), arguments if isinstance(arguments, Mapping) else {}
+    content = raw.get("content")
+    for block in content if isinstance(content, list) else ():
+        if isinstance(block, Mapping) and block.get("type") == "tool_use":
+            arguments = block.get("input")
+            yield str(block.get("name")), arguments if isinstance(arguments, Mapping) else {}
+
+
+def _texts(raw: Mapping[str, Any]) -> Iterator[tuple[str, bool]]:
+    content = raw.get("content")
+    is_result = raw.get("role") == "tool"
+    if isinstance(content, str):
+        yield content, is_result
+        return
+    for block in content if isinstance(content, list) else ():
+        if not isinstance(block, Mapping):
+            continue
+        if isinstance(block.get("text"), str):
+            yield block["text"], is_result
+        elif block.get("type") == "tool_result":
+            inner = block.get("content")
+            if isinstance(inner, str):
+                yield inner, True
+            elif isinstance(inner, list):
+                yield from (
+                    (b["text"], True)
+                    for b in inner
+                    if isinstance(b, Mapping) and isinstance(b.get("text"), str)
+                )

@@ -1,0 +1,51 @@
+"""Per-session history statistics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .session import SessionHistory
+from .tokens import Tokenizer, chars_per_4, window_tokens
+
+__all__ = ["HistoryStats", "history_stats"]
+
+
+@dataclass(frozen=True)
+class HistoryStats:
+    """How big a session's history is and what it holds."""
+
+    message_count: int
+    estimated_tokens: int
+    has_summary: bool
+    has_snapshot: bool
+    summarized_messages: int
+    groups: int
+    cleared: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stats as camelCase JSON."""
+        return {
+            "messageCount": self.message_count,
+            "estimatedTokens": self.estimated_tokens,
+            "hasSummary": self.has_summary,
+            "hasSnapshot": self.has_snapshot,
+            "summarizedMessages": self.summarized_messages,
+            "groups": self.groups,
+            "cleared": self.cleared,
+        }
+
+
+def history_stats(
+    history: SessionHistory, tokenizer: Tokenizer = chars_per_4, overhead: int = 8
+) -> HistoryStats:
+    """Stats over every stored message (cleared ones included)."""
+    return HistoryStats(
+        message_count=len(history.messages),
+        estimated_tokens=window_tokens((m.raw for m in history.messages), tokenizer, overhead),
+        has_summary=history.summary is not None,
+        has_snapshot=history.snapshot is not None and not history.snapshot.is_empty,
+        summarized_messages=history.summary.covered if history.summary else 0,
+        groups=len(history.groups),
+        cleared=history.cleared,
+    )
