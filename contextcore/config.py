@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .errors import ConfigError
 from .items import IncludeMode
@@ -21,6 +21,8 @@ from .items import IncludeMode
 __all__ = [
     "AgentConfig",
     "BrokerConfig",
+    "DownstreamConfig",
+    "DownstreamToolConfig",
     "HttpConfig",
     "InlineItem",
     "PersistenceConfig",
@@ -111,6 +113,46 @@ class ServerConfig(_Model):
     http: HttpConfig = HttpConfig()
 
 
+class DownstreamToolConfig(_Model):
+    """Per-tool overrides of one downstream server."""
+
+    include: IncludeMode | None = None
+
+
+class DownstreamConfig(_Model):
+    """One downstream MCP server: ``command`` (stdio) or ``url`` (http or sse)."""
+
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: Path | None = None
+    url: str | None = None
+    transport: Literal["stdio", "http", "sse"] | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    include: IncludeMode | None = None
+    enabled: bool = True
+    timeout: float = Field(30.0, gt=0)
+    record_calls: bool = True
+    tools: dict[str, DownstreamToolConfig] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_target(self) -> DownstreamConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("set exactly one of 'command' (stdio) or 'url' (http/sse)")
+        if self.command is not None and self.transport not in (None, "stdio"):
+            raise ValueError(f"transport {self.transport!r} needs 'url', not 'command'")
+        if self.url is not None and self.transport == "stdio":
+            raise ValueError("transport 'stdio' needs 'command', not 'url'")
+        return self
+
+    @property
+    def kind(self) -> Literal["stdio", "http", "sse"]:
+        """The transport actually used."""
+        if self.command is not None:
+            return "stdio"
+        return self.transport if self.transport in ("http", "sse") else "http"
+
+
 class BrokerConfig(_Model):
     """The whole configuration; every section has defaults."""
 
@@ -121,6 +163,8 @@ class BrokerConfig(_Model):
     references: tuple[InlineItem, ...] = ()
     persistence: PersistenceConfig = PersistenceConfig()
     server: ServerConfig = ServerConfig()
+    servers: dict[str, DownstreamConfig] = Field(default_factory=dict)
+    mcp_servers_file: Path | None = None
     base_dir: Path = Path(".")
 
     def resolve(self, path: Path) -> Path:
@@ -132,6 +176,8 @@ def _describe(error: Mapping[str, Any]) -> str:
     where = ".".join(str(p) for p in error["loc"]) or "(top level)"
     if error["type"] == "extra_forbidden":
         return f"unknown key {where!r}"
+    if error["loc"] and error["loc"][0] == "servers":
+        return f"{where}: {error['msg']}"  # values there may hold secrets: never echo them
     return f"{where}: {error['msg']} (got {error.get('input')!r})"
 
 
