@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
+# The broker runs numpy's BLAS single-threaded (see server/cli.py); measure it the same way.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import statistics
 import sys
 import time

@@ -63,6 +63,7 @@ class ChunkIndex:
     def __init__(self, cache: EmbeddingCache) -> None:
         self._cache = cache
         self._entries: dict[ItemRef, _Entry] = {}
+        self._pending: set[ItemRef] = set()
         self._layout: Layout | None = None
 
     def __len__(self) -> int:
@@ -79,18 +80,23 @@ class ChunkIndex:
             if entry is not None and entry.chunks == chunks:
                 continue
             self._entries[ref] = _Entry(chunks, [text_hash(c) for c in chunks])
+            self._pending.add(ref)
             self._layout = None
         for ref in [r for r in self._entries if r not in seen]:
             del self._entries[ref]
+            self._pending.discard(ref)
             self._layout = None
 
     def missing(self) -> int:
         """How many items have no vectors yet."""
-        return sum(1 for e in self._entries.values() if e.vectors is None)
+        return len(self._pending)
 
-    def embed_missing(self, embedder: Embedder) -> IndexStats:
-        """Embed every chunk of every entry without vectors, in one batch, cache first."""
-        pending = [e for e in self._entries.values() if e.vectors is None]
+    def embed_missing(self, embedder: Embedder) -> IndexStats | None:
+        """Embed every chunk of every entry without vectors, in one batch, cache first;
+        None when nothing was missing."""
+        if not self._pending:
+            return None
+        pending = [self._entries[r] for r in sorted(self._pending)]
         hashes = list(dict.fromkeys(h for e in pending for h in e.hashes))
         model = embedder.model_name
         known = self._cache.get_many(model, hashes) if hashes else {}
@@ -103,9 +109,9 @@ class ChunkIndex:
             known.update(new)
         for entry in pending:
             entry.vectors = np.stack([known[h] for h in entry.hashes]).astype(np.float32)
-        if pending:
-            self._layout = None
-            log.debug("embedded %d chunks (%d cached)", len(todo), len(hashes) - len(todo))
+        self._pending.clear()
+        self._layout = None
+        log.debug("embedded %d chunks (%d cached)", len(todo), len(hashes) - len(todo))
         chunk_count = sum(len(e.chunks) for e in self._entries.values())
         return IndexStats(len(self._entries), chunk_count, len(todo), len(hashes) - len(todo))
 

@@ -100,8 +100,8 @@ class SearchEngine:
         if self.embedder is None:
             return IndexStats(len(self._index), len(self._index.layout().chunks), 0, 0)
         stats = self._index.embed_missing(self.embedder)
-        self._index.layout()
-        return stats
+        layout = self._index.layout()
+        return stats or IndexStats(len(self._index), len(layout.chunks), 0, 0)
 
     def search(
         self,

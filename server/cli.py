@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
+# One query is one matrix-vector product: BLAS threads only add contention on a busy host.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import argparse
 import json
 import logging

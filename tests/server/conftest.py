@@ -1,0 +1,36 @@
+"""Fixtures for the server tests: a small config on disk and in-memory clients."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from broker_procs import write_config
+from mcp import Client
+
+from contextcore.config import BrokerConfig, load_config
+from contextcore.embedding import HashEmbedder
+from contextcore.factory import build_broker
+from server.mcp_server import build_server
+
+
+@pytest.fixture
+def config_path(tmp_path: Path) -> Path:
+    return write_config(tmp_path)
+
+
+@pytest.fixture
+def config(config_path: Path) -> BrokerConfig:
+    return load_config(config_path, environ={})
+
+
+@pytest.fixture
+def make_client(config: BrokerConfig) -> Callable[..., Client]:
+    """``make_client(mode=...)`` → an in-memory client of a broker with the hash embedder."""
+
+    def make(mode: str = "auto", **overrides: object) -> Client:
+        parts = build_broker(config, embedder=HashEmbedder())
+        return Client(build_server(parts.broker), mode=mode, **overrides)  # type: ignore[arg-type]
+
+    return make

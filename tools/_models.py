@@ -1,0 +1,72 @@
+"""Result rows shared by several tools, converted from the domain's dataclasses."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from contextcore.sessions import RequestContext, RequestItem, Session, SessionItem
+
+from ._spec import Out
+
+__all__ = [
+    "ItemType",
+    "RequestItemOut",
+    "SessionItemOut",
+    "item_line",
+    "request_items",
+    "session_items",
+]
+
+ItemType = Literal["rule", "reference", "tool"]
+
+
+class SessionItemOut(Out):
+    """An item in a session's context and how it got there."""
+
+    type: ItemType
+    name: str
+    server: str | None
+    include_mode: Literal["always", "manual"]
+
+    @classmethod
+    def of(cls, item: SessionItem) -> SessionItemOut:
+        ref = item.ref
+        return cls(type=ref.type, name=ref.name, server=ref.server, include_mode=item.include_mode)
+
+
+class RequestItemOut(Out):
+    """An item used for one request, how it was included and its similarity if searched."""
+
+    type: ItemType
+    name: str
+    server: str | None
+    include_mode: Literal["always", "manual", "agent"]
+    similarity_score: float | None
+
+    @classmethod
+    def of(cls, item: RequestItem) -> RequestItemOut:
+        ref = item.ref
+        return cls(
+            type=ref.type,
+            name=ref.name,
+            server=ref.server,
+            include_mode=item.include_mode,
+            similarity_score=item.similarity_score,
+        )
+
+
+def session_items(session: Session) -> list[SessionItemOut]:
+    return [SessionItemOut.of(i) for i in session.items]
+
+
+def request_items(context: RequestContext) -> list[RequestItemOut]:
+    return [RequestItemOut.of(i) for i in context.items]
+
+
+def item_line(
+    type_: str, name: str, server: str | None, mode: str, score: float | None = None
+) -> str:
+    """``- rule:name (always)`` or ``- tool:srv/name (agent, 0.82)``."""
+    key = f"tool:{server}/{name}" if type_ == "tool" else f"{type_}:{name}"
+    detail = mode if score is None else f"{mode}, {score:.2f}"
+    return f"- {key} ({detail})"
