@@ -82,7 +82,7 @@ class FastEmbedEmbedder:
         model_dir: Path | None = None,
         cache_dir: Path | None = None,
         threads: int | None = None,
-        batch_size: int = 64,
+        batch_size: int = 16,
     ) -> None:
         self._model_name = model_name
         self._model_dir = model_dir
