@@ -23,6 +23,9 @@ __all__ = [
     "BrokerConfig",
     "DownstreamConfig",
     "DownstreamToolConfig",
+    "GatewayConfig",
+    "HistoryConfig",
+    "SummarizerConfig",
     "HttpConfig",
     "InlineItem",
     "PersistenceConfig",
@@ -113,6 +116,42 @@ class ServerConfig(_Model):
     http: HttpConfig = HttpConfig()
 
 
+class GatewayConfig(_Model):
+    """How downstream connections are kept alive."""
+
+    backoff_base: float = Field(0.5, gt=0)
+    backoff_max: float = Field(30.0, gt=0)
+    debounce: float = Field(0.25, ge=0)
+    record_max_chars: int = Field(20_000, ge=100)
+
+
+class SummarizerConfig(_Model):
+    """An LLM API used for running summaries (tried before MCP sampling and the extractive
+    summarizer). ``api_key_env`` names the environment variable holding the key."""
+
+    provider: Literal["none", "anthropic", "openai"] = "none"
+    model: str = ""
+    base_url: str | None = None
+    api_key_env: str | None = None
+    timeout: float = Field(20.0, gt=0)
+    max_tokens: int = Field(500, ge=16)
+    use_sampling: bool = True
+
+
+class HistoryConfig(_Model):
+    """Conversation history defaults."""
+
+    max_tokens: int = Field(24_000, ge=1)
+    preset: str = "general"
+    summarize_after: int = Field(10, ge=1)
+    summary_threshold: int = Field(10, ge=1)
+    keep_recent: int = Field(6, ge=1)
+    window_without_summary: int = Field(20, ge=1)
+    summary_max_tokens: int = Field(500, ge=16)
+    auto_summarize: bool = True
+    summarizer: SummarizerConfig = SummarizerConfig()
+
+
 class DownstreamToolConfig(_Model):
     """Per-tool overrides of one downstream server."""
 
@@ -163,6 +202,8 @@ class BrokerConfig(_Model):
     references: tuple[InlineItem, ...] = ()
     persistence: PersistenceConfig = PersistenceConfig()
     server: ServerConfig = ServerConfig()
+    history: HistoryConfig = HistoryConfig()
+    gateway: GatewayConfig = GatewayConfig()
     servers: dict[str, DownstreamConfig] = Field(default_factory=dict)
     mcp_servers_file: Path | None = None
     base_dir: Path = Path(".")

@@ -17,3 +17,7 @@ fi
 if [ -x scripts/setup-node.sh ]; then
     scripts/setup-node.sh
 fi
+# Downstream MCP servers the gateway tests run against (PyPI and npm, pinned).
+if [ -x scripts/setup-downstream.sh ]; then
+    scripts/setup-downstream.sh
+fi

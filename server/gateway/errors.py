@@ -1,0 +1,61 @@
+"""Exceptions raised by the downstream gateway.
+
+    GatewayError                 every gateway failure; ``server`` and ``tool`` name the target
+     ├── ServersFileError        a servers file (mcpServers or servers JSON) cannot be used
+     ├── SecretError             a ``${env:NAME}`` reference names an unset variable
+     ├── UnknownServerError      no downstream server by that name
+     ├── UnknownToolError        the server does not list that tool (or prompt, or resource)
+     ├── ServerUnavailableError  the server is not connected right now (starting, down, disabled)
+     └── DownstreamError         the downstream failed a request (timeout, protocol error, crash)
+
+Messages never contain secret values: they pass the gateway's redactor before being raised.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DownstreamError",
+    "GatewayError",
+    "SecretError",
+    "ServerUnavailableError",
+    "ServersFileError",
+    "UnknownServerError",
+    "UnknownToolError",
+]
+
+
+class GatewayError(Exception):
+    """Root of every error the gateway raises on purpose."""
+
+    def __init__(self, message: str, *, server: str | None = None, tool: str | None = None) -> None:
+        super().__init__(message)
+        self.server = server
+        self.tool = tool
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class ServersFileError(GatewayError):
+    """A Claude Desktop / Cursor / VS Code servers file cannot be used."""
+
+
+class SecretError(GatewayError):
+    """A ``${env:NAME}`` reference names a variable that is not set."""
+
+
+class UnknownServerError(GatewayError):
+    """No downstream server has that name."""
+
+
+class UnknownToolError(GatewayError):
+    """The downstream server does not offer that tool, prompt or resource."""
+
+
+class ServerUnavailableError(GatewayError):
+    """The downstream server is configured but not connected right now."""
+
+
+class DownstreamError(GatewayError):
+    """A downstream request failed: timeout, protocol error or a dead connection."""

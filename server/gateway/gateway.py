@@ -1,0 +1,377 @@
+"""The gateway: every downstream server connected, supervised, gathered into the catalog.
+
+Each enabled server lives in its own task with its own ``AsyncExitStack``: it connects (bounded
+by the server's ``timeout``), lists tools, serves until the transport ends, then reconnects with
+exponential backoff. A failing server never touches the others. Tools of a server that is down
+stay in the catalog (calls get :class:`ServerUnavailableError` naming it) and are refreshed on
+reconnect and on the downstream's ``notifications/tools/list_changed`` (debounced).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+import anyio.abc
+import mcp_types as types
+from mcp import MCPError
+from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+from contextcore.catalog import Catalog
+from contextcore.config import BrokerConfig, DownstreamConfig
+from contextcore.items import Tool
+
+from ._proxy import ResourceProxy
+from .connection import Connection
+from .errors import DownstreamError, GatewayError, ServerUnavailableError, UnknownServerError
+from .models import ExposedTool, GatewaySettings, ServerStatus
+from .naming import assign_names
+from .secrets import Redactor
+from .servers_file import resolve_servers
+from .supervisor import DownstreamServer, Supervisor
+
+__all__ = ["ExposedChangeFn", "Gateway"]
+
+log = logging.getLogger(__name__)
+
+ExposedChangeFn = Callable[[list[ExposedTool]], Awaitable[None] | None]
+
+
+class Gateway:
+    """Connects to downstream MCP servers and proxies their tools, resources and prompts.
+
+    Use as ``async with Gateway(...) as gw:``; entering starts every connection in the
+    background and returns at once (``await gw.wait_ready()`` waits for the first attempts,
+    each bounded by its server's timeout). ``on_exposed_change`` is called with the new list
+    whenever the directly exposed tools (effective mode ``always``) change in name or
+    definition, so the server can send ``notifications/tools/list_changed``.
+    """
+
+    def __init__(
+        self,
+        servers: Mapping[str, DownstreamConfig],
+        catalog: Catalog,
+        *,
+        settings: GatewaySettings | None = None,
+        environ: Mapping[str, str] | None = None,
+        on_exposed_change: ExposedChangeFn | None = None,
+        redactor: Redactor | None = None,
+    ) -> None:
+        self.catalog = catalog
+        self.settings = settings or GatewaySettings()
+        self.redactor = redactor or Redactor()
+        self.on_exposed_change = on_exposed_change
+        self._environ = os.environ if environ is None else environ
+        self._servers = {name: DownstreamServer(name, cfg) for name, cfg in sorted(servers.items())}
+        self._names: dict[tuple[str, str], str] = {}
+        self._by_exposed: dict[str, tuple[str, str]] = {}
+        self._exposed_fingerprint: tuple[Any, ...] = ()
+        self._changed = anyio.Event()
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._proxy = ResourceProxy(self)
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig, catalog: Catalog, **kwargs: Any) -> Gateway:
+        """A gateway for every server of ``config`` (``[servers.*]`` plus the servers file)."""
+        return cls(resolve_servers(config), catalog, **kwargs)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Gateway:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        now = anyio.current_time()
+        for server in self._servers.values():
+            server.started_at = now
+            if not server.config.enabled:
+                self._set(server, state="disabled")
+                server.first_attempt_done.set()
+                continue
+            supervisor = Supervisor(
+                server,
+                settings=self.settings,
+                redactor=self.redactor,
+                environ=self._environ,
+                on_tools=self._apply_tools,
+                on_change=self._changed_now,
+            )
+            self._tg.start_soon(supervisor.run, name=f"gateway:{server.name}")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._tg is not None
+        self._tg.cancel_scope.cancel()
+        await self._tg.__aexit__(None, None, None)
+        self._tg = None
+
+    async def wait_ready(self) -> None:
+        """Wait until every enabled server connected or failed its first attempt; never longer
+        than the slowest server's own timeout (a hung handshake counts as failed)."""
+        for server in self._servers.values():
+            remaining = server.started_at + server.config.timeout - anyio.current_time()
+            with anyio.move_on_after(max(0.0, remaining) + 0.05):
+                await server.first_attempt_done.wait()
+
+    async def wait_until(self, predicate: Callable[[], bool]) -> None:
+        """Wait until ``predicate()`` holds; re-checked after every status or tool change.
+        Bound it with ``anyio.fail_after``."""
+        while not predicate():
+            await self._changed.wait()
+
+    # -- status and tools ------------------------------------------------------------------
+
+    def status(self) -> list[ServerStatus]:
+        """One row per configured server, by name."""
+        return [self._status(s) for s in self._servers.values()]
+
+    def server_status(self, server: str) -> ServerStatus:
+        """The status of one server; ``UnknownServerError`` if it is not configured."""
+        return self._status(self._server(server))
+
+    def tools(self) -> list[ExposedTool]:
+        """Every known downstream tool (any include mode, connected or not), by exposed name."""
+        rows = []
+        for server in self._servers.values():
+            for tool in server.tools:
+                item = self.catalog.get(Tool(server.name, tool.name).ref)
+                include = item.effective_include if item is not None else "always"
+                rows.append(
+                    ExposedTool(
+                        name=self._names[(server.name, tool.name)],
+                        server=server.name,
+                        tool=tool.name,
+                        definition=tool,
+                        include=include,
+                        available=server.state == "connected",
+                    )
+                )
+        return sorted(rows, key=lambda t: t.name)
+
+    def exposed_tools(self) -> list[ExposedTool]:
+        """The tools to list directly to hosts: effective mode ``always``, by exposed name."""
+        return [t for t in self.tools() if t.include == "always"]
+
+    def resolve(self, exposed_name: str) -> tuple[str, str] | None:
+        """``(server, original tool name)`` of an exposed name, or None."""
+        return self._by_exposed.get(exposed_name)
+
+    async def refresh(self, server: str) -> None:
+        """Ask for a tool-list refresh of one server (debounced like ``list_changed``)."""
+        self._server(server).refresh_wanted.set()
+
+    # -- calls -----------------------------------------------------------------------------
+
+    async def call_tool(
+        self,
+        server: str,
+        tool: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        progress_callback: Callable[[float, float | None, str | None], Awaitable[None]]
+        | None = None,
+        timeout: float | None = None,
+    ) -> types.CallToolResult:
+        """Call ``tool`` (original or exposed name) on ``server``; return its result as sent.
+
+        Tool errors come back as the downstream's ``isError`` result. A server that is down,
+        a timeout, a dropped connection or a protocol error raises a ``GatewayError`` naming
+        server and tool. Cancelling the caller cancels the downstream request.
+        """
+        state = self._server(server)
+        original = self._original_tool(state, tool)
+        conn = self._live(state, original)
+        progress = self._redacted_progress(progress_callback)
+        try:
+            result = await conn.call_tool(
+                original,
+                arguments,
+                timeout=timeout or state.config.timeout,
+                progress_callback=progress,
+            )
+        except Exception as exc:
+            raise self._call_failed(state, conn, f"tool {original!r}", exc, tool=original) from None
+        return self.redactor.redact_model(result)
+
+    async def call_exposed(
+        self, name: str, arguments: dict[str, Any] | None = None, **kwargs: Any
+    ) -> types.CallToolResult:
+        """Call a tool by its exposed ``<server>__<tool>`` name."""
+        target = self.resolve(name)
+        if target is None:
+            raise GatewayError(f"no downstream tool is exposed as {name!r}", tool=name)
+        return await self.call_tool(*target, arguments, **kwargs)
+
+    # -- resources and prompts --------------------------------------------------------------
+
+    async def list_resources(self) -> list[types.Resource]:
+        """Resources of every connected server, URIs wrapped as ``downstream://<server>/...``."""
+        return await self._proxy.list_resources()
+
+    async def read_resource(self, uri: str) -> types.ReadResourceResult:
+        """Read a wrapped downstream resource URI."""
+        return await self._proxy.read_resource(uri)
+
+    async def list_prompts(self) -> list[types.Prompt]:
+        """Prompts of every connected server, named ``<server>__<prompt>``."""
+        return await self._proxy.list_prompts()
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, str] | None = None
+    ) -> types.GetPromptResult:
+        """Render a prompt by its exposed name."""
+        return await self._proxy.get_prompt(name, arguments)
+
+    # -- internals shared with the resource/prompt proxy -----------------------------------
+
+    def _live_connections(self) -> list[tuple[str, Connection, float]]:
+        return [
+            (s.name, s.connection, s.config.timeout)
+            for s in self._servers.values()
+            if s.connection is not None and s.state == "connected"
+        ]
+
+    def _server(self, name: str) -> DownstreamServer:
+        server = self._servers.get(name)
+        if server is None:
+            known = ", ".join(self._servers) or "none"
+            raise UnknownServerError(
+                f"no downstream server named {name!r}; configured servers: {known}", server=name
+            )
+        return server
+
+    def _live(self, server: DownstreamServer, what: str | None = None) -> Connection:
+        conn = server.connection
+        if conn is None or server.state != "connected":
+            reason = f": {server.last_error}" if server.last_error else ""
+            target = f" to call {what!r}" if what else ""
+            raise ServerUnavailableError(
+                self.redactor.redact(
+                    f"downstream server {server.name!r} is not connected{target} "
+                    f"(state {server.state}{reason}); it is retried automatically, "
+                    "see list_servers"
+                ),
+                server=server.name,
+                tool=what,
+            )
+        return conn
+
+    def _call_failed(
+        self,
+        server: DownstreamServer,
+        conn: Connection,
+        what: str,
+        exc: Exception,
+        *,
+        tool: str | None,
+    ) -> GatewayError:
+        if isinstance(exc, MCPError) and exc.code == REQUEST_TIMEOUT:
+            detail = "timed out"
+        elif isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED:
+            detail = f"failed: {exc.error.message} (code {exc.code})"
+        else:
+            conn.closed.set()  # the transport is gone or broken: reconnect
+            detail = f"failed, connection lost ({type(exc).__name__}: {exc})"
+        message = self.redactor.redact(f"downstream server {server.name!r}: {what} {detail}")
+        log.warning("%s", message)
+        return DownstreamError(message, server=server.name, tool=tool)
+
+    def _redacted_progress(
+        self, callback: Callable[[float, float | None, str | None], Awaitable[None]] | None
+    ) -> Callable[[float, float | None, str | None], Awaitable[None]] | None:
+        if callback is None:
+            return None
+        redact = self.redactor.redact
+
+        async def forward(progress: float, total: float | None, message: str | None) -> None:
+            await callback(progress, total, redact(message) if message else message)
+
+        return forward
+
+    @staticmethod
+    def _original_tool(server: DownstreamServer, tool: str) -> str:
+        if not server.tools or any(t.name == tool for t in server.tools):
+            return tool
+        for candidate in server.tools:
+            if f"{server.name}__{candidate.name}" == tool:
+                return candidate.name
+        return tool  # unknown here; the downstream answers with its own error
+
+    # -- catalog and names -----------------------------------------------------------------
+
+    def _apply_tools(
+        self, server: DownstreamServer, tools: list[types.Tool], connection: Connection
+    ) -> None:
+        tool_cfg = server.config.tools
+        items = [
+            Tool(
+                server=server.name,
+                name=t.name,
+                description=self.redactor.redact(t.description or t.title or ""),
+                input_schema=dict(t.input_schema),
+                include=tool_cfg[t.name].include if t.name in tool_cfg else None,
+                server_include=server.config.include,
+            )
+            for t in tools
+        ]
+        self.catalog.replace_server_tools(server.name, items)
+        server.tools = list(tools)
+        self._rename()
+        self._set(
+            server,
+            state="connected",
+            connection=connection,
+            last_error=None,
+            last_refresh=datetime.now(UTC),
+        )
+        self._notify_exposed()
+
+    def _rename(self) -> None:
+        pairs = [(s.name, t.name) for s in self._servers.values() for t in s.tools]
+        self._names = assign_names(pairs)
+        self._by_exposed = {name: key for key, name in self._names.items()}
+
+    def _notify_exposed(self) -> None:
+        exposed = self.exposed_tools()
+        fingerprint = tuple(
+            (t.name, t.definition.model_dump_json(by_alias=True, exclude_none=True))
+            for t in exposed
+        )
+        if fingerprint == self._exposed_fingerprint:
+            return
+        self._exposed_fingerprint = fingerprint
+        if self.on_exposed_change is not None and self._tg is not None:
+            self._tg.start_soon(self._call_exposed_change, exposed)
+
+    async def _call_exposed_change(self, exposed: list[ExposedTool]) -> None:
+        assert self.on_exposed_change is not None
+        try:
+            outcome = self.on_exposed_change(exposed)
+            if inspect.isawaitable(outcome):
+                await outcome
+        except Exception:
+            log.exception("on_exposed_change callback failed")
+
+    def _set(self, server: DownstreamServer, **changes: Any) -> None:
+        for key, value in changes.items():
+            setattr(server, key, value)
+        self._changed_now()
+
+    def _changed_now(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    def _status(self, server: DownstreamServer) -> ServerStatus:
+        return ServerStatus(
+            name=server.name,
+            transport=server.config.kind,
+            state=server.state,
+            tool_count=len(server.tools),
+            last_error=server.last_error,
+            last_refresh=server.last_refresh,
+            reconnects=server.reconnects,
+        )

@@ -1,0 +1,79 @@
+"""The gateway's public value types: settings, per-server status, exposed tools."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+import mcp_types as types
+
+from contextcore.items import IncludeMode
+
+__all__ = ["ExposedTool", "GatewaySettings", "ServerState", "ServerStatus"]
+
+ServerState = Literal["starting", "connected", "reconnecting", "failed", "disabled"]
+
+
+@dataclass(frozen=True)
+class GatewaySettings:
+    """Reconnect and refresh policy, shared by every downstream server.
+
+    The n-th reconnect waits ``min(backoff_max, backoff_base * 2**n)`` seconds; retries go on
+    at ``backoff_max`` for as long as the gateway runs. A ``tools/list_changed`` burst is
+    folded into one refresh ``debounce`` seconds after its first notification.
+    """
+
+    backoff_base: float = 0.5
+    backoff_max: float = 30.0
+    debounce: float = 0.25
+
+    def backoff(self, attempt: int) -> float:
+        """Delay before reconnect attempt ``attempt`` (0-based)."""
+        return min(self.backoff_max, self.backoff_base * (2 ** min(attempt, 30)))
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    """What ``list_servers`` and ``context-broker check`` show for one downstream server."""
+
+    name: str
+    transport: Literal["stdio", "http", "sse"]
+    state: ServerState
+    tool_count: int
+    last_error: str | None
+    last_refresh: datetime | None
+    reconnects: int
+
+    @property
+    def connected(self) -> bool:
+        return self.state == "connected"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (secrets already scrubbed from ``last_error``)."""
+        return {
+            "name": self.name,
+            "transport": self.transport,
+            "state": self.state,
+            "connected": self.connected,
+            "toolCount": self.tool_count,
+            "lastError": self.last_error,
+            "lastRefresh": self.last_refresh.isoformat() if self.last_refresh else None,
+            "reconnects": self.reconnects,
+        }
+
+
+@dataclass(frozen=True)
+class ExposedTool:
+    """A downstream tool as the gateway knows it: its exposed name, origin and definition."""
+
+    name: str
+    server: str
+    tool: str
+    definition: types.Tool
+    include: IncludeMode
+    available: bool
+
+    def as_mcp_tool(self) -> types.Tool:
+        """The downstream definition under the exposed name (schemas forwarded verbatim)."""
+        return self.definition.model_copy(update={"name": self.name})

@@ -1,0 +1,179 @@
+"""Keeps one downstream server connected: connect, serve, refresh, reconnect with backoff.
+
+Each server runs in its own task with its own ``AsyncExitStack``, so a server that crashes,
+hangs or is misconfigured only ever changes its own state. The connect phase (spawn or HTTP
+connect, ``initialize``, ``tools/list``) is bounded by the server's ``timeout`` through a
+cancel scope whose deadline is lifted once the server answered.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Mapping
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import anyio
+import mcp_types as types
+
+from contextcore.config import DownstreamConfig
+
+from .connection import Connection, open_connection, read_tail, spool_stderr
+from .errors import GatewayError
+from .models import GatewaySettings, ServerState
+from .secrets import Redactor, expand_server
+
+__all__ = ["DownstreamServer", "Supervisor"]
+
+log = logging.getLogger(__name__)
+
+ToolsFn = Callable[["DownstreamServer", list[types.Tool], Connection], None]
+
+
+@dataclass
+class DownstreamServer:
+    """The mutable state of one configured downstream server."""
+
+    name: str
+    config: DownstreamConfig
+    state: ServerState = "starting"
+    connection: Connection | None = None
+    tools: list[types.Tool] = field(default_factory=list)
+    last_error: str | None = None
+    last_refresh: datetime | None = None
+    reconnects: int = 0
+    started_at: float = 0.0
+    first_attempt_done: anyio.Event = field(default_factory=anyio.Event)
+    refresh_wanted: anyio.Event = field(default_factory=anyio.Event)
+
+
+class Supervisor:
+    """Runs one server's connect → serve → reconnect loop; reports through callbacks.
+
+    ``on_tools(server, tools, connection)`` is called after every successful listing (the
+    gateway updates the catalog and marks the server connected); ``on_change()`` after every
+    other state change.
+    """
+
+    def __init__(
+        self,
+        server: DownstreamServer,
+        *,
+        settings: GatewaySettings,
+        redactor: Redactor,
+        environ: Mapping[str, str],
+        on_tools: ToolsFn,
+        on_change: Callable[[], None],
+    ) -> None:
+        self.server = server
+        self.settings = settings
+        self.redactor = redactor
+        self.environ = environ
+        self.on_tools = on_tools
+        self.on_change = on_change
+
+    def _set(self, **changes: Any) -> None:
+        for key, value in changes.items():
+            setattr(self.server, key, value)
+        self.on_change()
+
+    async def run(self) -> None:
+        try:
+            config, secrets = expand_server(self.server.name, self.server.config, self.environ)
+        except GatewayError as exc:
+            self._set(state="failed", last_error=exc.message)
+            self.server.first_attempt_done.set()
+            return
+        self.redactor.add(secrets)
+        attempt = 0
+        while True:
+            if await self._session_once(config):
+                attempt = 0  # a session that worked starts the backoff over
+            self.server.first_attempt_done.set()
+            delay = self.settings.backoff(attempt)
+            attempt += 1
+            self._set(state="reconnecting", connection=None)
+            log.info("downstream %r: reconnecting in %.2fs", self.server.name, delay)
+            await anyio.sleep(delay)
+            self.server.reconnects += 1
+
+    async def _session_once(self, config: DownstreamConfig) -> bool:
+        """Connect, serve until the transport ends; True if the connection was established."""
+        connected = False
+        tail = ""
+        with anyio.CancelScope(deadline=anyio.current_time() + config.timeout) as scope:
+            try:
+                async with AsyncExitStack() as stack:
+                    stderr = spool_stderr(stack, self.server.name, config)
+                    try:
+                        conn = await open_connection(
+                            stack,
+                            self.server.name,
+                            config,
+                            stderr=stderr,
+                            on_notification=self._on_notification,
+                            on_transport_error=self._on_transport_error,
+                        )
+                        tools = await conn.list_tools()
+                        scope.deadline = math.inf
+                        connected = True
+                        self.on_tools(self.server, tools, conn)
+                        self.server.first_attempt_done.set()
+                        await self._serve(conn)
+                    except Exception:
+                        tail = read_tail(stderr)
+                        raise
+                    tail = read_tail(stderr)
+                    self._record_failure(None, tail)
+            except Exception as exc:
+                self._record_failure(exc, tail)
+        if scope.cancelled_caught:
+            self._set(
+                last_error=f"no answer within {config.timeout:g}s (handshake or tools/list); "
+                "raise servers.<name>.timeout if the server is just slow to start",
+            )
+        return connected
+
+    async def _serve(self, conn: Connection) -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._refresher, conn)
+            await conn.closed.wait()
+            tg.cancel_scope.cancel()
+
+    async def _refresher(self, conn: Connection) -> None:
+        while True:
+            await self.server.refresh_wanted.wait()
+            await anyio.sleep(self.settings.debounce)  # fold a burst into one listing
+            self.server.refresh_wanted = anyio.Event()
+            try:
+                with anyio.fail_after(self.server.config.timeout):
+                    tools = await conn.list_tools()
+            except Exception as exc:
+                self._record_failure(exc, "")
+                continue
+            self.on_tools(self.server, tools, conn)
+
+    async def _on_notification(self, message: types.ServerNotification) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self.server.refresh_wanted.set()
+
+    async def _on_transport_error(self, exc: Exception) -> None:
+        log.warning(
+            "%s", self.redactor.redact(f"downstream {self.server.name!r}: transport error: {exc!r}")
+        )
+
+    def _record_failure(self, exc: BaseException | None, stderr_tail: str) -> None:
+        if exc is None:
+            detail = "connection closed by the server"
+        else:
+            detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        if isinstance(exc, BaseExceptionGroup):
+            detail = "; ".join(f"{type(e).__name__}: {e}" for e in exc.exceptions)
+        if stderr_tail:
+            detail += f" (stderr: {stderr_tail[-300:]})"
+        message = self.redactor.redact(detail)
+        self._set(last_error=message)
+        log.warning("downstream %r failed: %s", self.server.name, message)

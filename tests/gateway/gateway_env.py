@@ -1,0 +1,96 @@
+"""Paths and builders for the gateway tests: real downstream servers as subprocesses."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from contextcore.catalog import Catalog
+from contextcore.config import DownstreamConfig
+from server.gateway import Gateway, GatewaySettings
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = Path(__file__).parent / "fixtures"
+VENV_BIN = Path(sys.executable).parent
+NODE_BIN = ROOT / "tests" / "downstream" / "node_modules" / ".bin"
+FAST = GatewaySettings(backoff_base=0.2, backoff_max=1.0, debounce=0.05)
+
+
+def executable(path: Path) -> str:
+    """``path`` as a command, or fail naming the setup step that installs it."""
+    if not path.exists():
+        pytest.fail(f"{path} is missing; run scripts/setup-downstream.sh first")
+    return str(path)
+
+
+def stdio(command: str, *args: str, **extra: Any) -> DownstreamConfig:
+    return DownstreamConfig(command=command, args=args, **extra)
+
+
+def fixture_server(script: str, *args: str, **extra: Any) -> DownstreamConfig:
+    return stdio(sys.executable, str(FIXTURES / script), *args, **extra)
+
+
+def time_server(**extra: Any) -> DownstreamConfig:
+    return stdio(executable(VENV_BIN / "mcp-server-time"), **extra)
+
+
+def everything_server(**extra: Any) -> DownstreamConfig:
+    return stdio(executable(NODE_BIN / "mcp-server-everything"), **extra)
+
+
+def five_servers(tmp_path: Path) -> dict[str, DownstreamConfig]:
+    """The five reference servers over stdio."""
+    return {
+        "time": time_server(),
+        "git": stdio(executable(VENV_BIN / "mcp-server-git"), "--repository", str(ROOT)),
+        "everything": everything_server(),
+        "filesystem": stdio(executable(NODE_BIN / "mcp-server-filesystem"), str(tmp_path)),
+        "memory": stdio(
+            executable(NODE_BIN / "mcp-server-memory"),
+            env={"MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl")},
+        ),
+    }
+
+
+@asynccontextmanager
+async def running(
+    servers: dict[str, DownstreamConfig], catalog: Catalog | None = None, **kwargs: Any
+) -> AsyncIterator[Gateway]:
+    """A started gateway whose first connection attempts are all done."""
+    kwargs.setdefault("settings", FAST)
+    async with Gateway(servers, catalog if catalog is not None else Catalog(), **kwargs) as gw:
+        with anyio.fail_after(90):
+            await gw.wait_ready()
+        yield gw
+
+
+def child_pids(needle: str) -> list[int]:
+    """Processes started by this test process whose command line contains ``needle``."""
+    me, out = os.getpid(), []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == me and needle in cmdline:
+            out.append(int(entry.name))
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
