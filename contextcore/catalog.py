@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -25,11 +26,12 @@ class Catalog:
     """Items keyed by their reference; names are unique per type (per server for tools).
 
     Items are replaced whole: ``upsert`` swaps an item and bumps ``version`` so indexes know
-    which items to re-embed.
+    which items to re-embed. Safe to change from one thread while others read.
     """
 
     def __init__(self, items: Iterable[ContextItem] = ()) -> None:
         self._items: dict[ItemRef, ContextItem] = {}
+        self._lock = threading.RLock()
         self.version = 0
         for item in items:
             if item.ref in self._items:
@@ -45,7 +47,8 @@ class Catalog:
         return len(self._items)
 
     def __iter__(self) -> Iterator[ContextItem]:
-        return iter(self._items.values())
+        with self._lock:
+            return iter(list(self._items.values()))
 
     def __contains__(self, ref: object) -> bool:
         return ref in self._items
@@ -69,7 +72,8 @@ class Catalog:
     def items(self, types: Iterable[ItemType] | None = None) -> list[ContextItem]:
         """Enabled and disabled items, filtered by type, in a stable order."""
         wanted = set(types) if types is not None else None
-        rows = [i for i in self._items.values() if wanted is None or i.ref.type in wanted]
+        with self._lock:
+            rows = [i for i in self._items.values() if wanted is None or i.ref.type in wanted]
         return sorted(rows, key=lambda i: i.ref)
 
     def enabled(self) -> list[ContextItem]:
@@ -89,21 +93,24 @@ class Catalog:
 
     def upsert(self, item: ContextItem) -> None:
         """Add or replace an item."""
-        self._items[item.ref] = item
-        self.version += 1
+        with self._lock:
+            self._items[item.ref] = item
+            self.version += 1
 
     def remove(self, ref: ItemRef) -> None:
         """Drop an item if present."""
-        if self._items.pop(ref, None) is not None:
-            self.version += 1
+        with self._lock:
+            if self._items.pop(ref, None) is not None:
+                self.version += 1
 
     def replace_server_tools(self, server: str, tools: Iterable[Tool]) -> None:
         """Swap the whole tool list of one server."""
-        for ref in [r for r in self._items if r.type == "tool" and r.server == server]:
-            del self._items[ref]
-        for tool in tools:
-            self._items[tool.ref] = tool
-        self.version += 1
+        with self._lock:
+            for ref in [r for r in self._items if r.type == "tool" and r.server == server]:
+                del self._items[ref]
+            for tool in tools:
+                self._items[tool.ref] = tool
+            self.version += 1
 
     def counts(self) -> dict[str, dict[str, int]]:
         """Enabled items per type and include mode."""

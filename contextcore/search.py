@@ -89,9 +89,10 @@ class SearchEngine:
         return self.embedder.status() if self.embedder is not None else None
 
     def _sync(self) -> None:
-        if self._synced_version != self.catalog.version or len(self._index) == 0:
+        version = self.catalog.version  # read first: a change during sync is seen next time
+        if self._synced_version != version or len(self._index) == 0:
             self._index.sync(self.catalog.enabled())
-            self._synced_version = self.catalog.version
+            self._synced_version = version
 
     def index(self) -> IndexStats:
         """Embed everything not yet embedded and build the search arrays now (search does

@@ -17,6 +17,8 @@ from contextcore.factory import BrokerParts, build_broker
 from contextcore.sessions import SessionStore
 from contextcore.store_sqlite import SqliteSessionStore
 
+from .downstream import Downstream
+from .gateway import Gateway, GatewaySettings
 from .http import build_http_app, guard_settings, run_http
 from .mcp_server import build_server
 
@@ -52,6 +54,15 @@ async def _serve_stdio(server: Server[Any]) -> None:
         await server.run(read, write, server.create_initialization_options())
 
 
+async def _with_gateway(gateway: Gateway | None, main: Any, *args: Any) -> None:
+    """Run ``main(*args)`` with the downstream connections up (started in the background)."""
+    if gateway is None:
+        await main(*args)
+        return
+    async with gateway:
+        await main(*args)
+
+
 def serve(
     config_path: Path,
     *,
@@ -70,13 +81,31 @@ def serve(
         transport,
         config.persistence.backend,
     )
-    server = build_server(parts.broker, version=_version())
+    gateway = build_gateway(config, parts)
+    downstream = Downstream(gateway, parts.broker) if gateway is not None else None
+    server = build_server(parts.broker, version=_version(), downstream=downstream)
     if transport == "stdio":
-        anyio.run(_serve_stdio, server)
+        anyio.run(_with_gateway, gateway, _serve_stdio, server)
         return 0
     http = config.server.http
     bind_host = host or http.host
     guard = guard_settings(http, bind_host)
     app = build_http_app(server, transport, guard)
-    anyio.run(run_http, app, transport, bind_host, http.port if port is None else port)
+    bind_port = http.port if port is None else port
+    anyio.run(_with_gateway, gateway, run_http, app, transport, bind_host, bind_port)
     return 0
+
+
+def build_gateway(config: BrokerConfig, parts: BrokerParts) -> Gateway | None:
+    """The downstream gateway, when the config names any server; its secret values are
+    scrubbed from every log line from here on."""
+    if not config.servers and config.mcp_servers_file is None:
+        return None
+    g = config.gateway
+    settings = GatewaySettings(
+        backoff_base=g.backoff_base, backoff_max=g.backoff_max, debounce=g.debounce
+    )
+    gateway = Gateway.from_config(config, parts.catalog, settings=settings)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(gateway.redactor.filter())
+    return gateway

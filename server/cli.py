@@ -23,6 +23,7 @@ from contextcore.evaluation import EvalReport, evaluate, load_queries
 from contextcore.factory import build_broker, build_search, default_model_dir, resolve_model_dir
 from contextcore.loaders import load_catalog_json
 
+from .gateway import GatewayError
 from .model_setup import prepare_model_dir
 
 __all__ = ["main"]
@@ -105,7 +106,12 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         embedder = FastEmbedEmbedder(config.search.model, model_dir=model_dir)
         engine = build_search(config, catalog, embedder)
     else:
+        from .live import gather_downstream
+
         parts = build_broker(load_config(args.config))
+        for status in gather_downstream(parts):
+            if not status["connected"]:
+                log.warning("server %s is not connected: %s", status["name"], status["lastError"])
         engine = parts.search
     report = evaluate(engine, load_queries(args.queries), ks=ks, mode=args.mode)
     if args.json:
@@ -152,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     try:
         return commands[args.command](args)
-    except ContextCoreError as exc:
+    except (ContextCoreError, GatewayError) as exc:
         print(f"context-broker: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

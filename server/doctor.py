@@ -9,6 +9,8 @@ from contextcore.config import load_config
 from contextcore.errors import ContextCoreError
 from contextcore.factory import build_broker, resolve_model_dir
 
+from .gateway import GatewayError
+
 __all__ = ["check_report", "format_check"]
 
 
@@ -50,12 +52,19 @@ def check_report(config_path: Path) -> dict[str, Any]:
         parts = build_broker(config)
     except ContextCoreError as exc:
         return {"ok": False, "config": str(config_path), "error": exc.message}
+    from .live import gather_downstream
+
+    try:
+        servers = gather_downstream(parts)
+    except GatewayError as exc:
+        return {"ok": False, "config": str(config_path), "error": str(exc)}
     persistence = config.persistence
     return {
         "ok": True,
         "config": str(config_path),
         "agent": config.agent.name,
         "items": parts.catalog.counts(),
+        "servers": servers,
         "model": _model_report(parts),
         "persistence": {
             "backend": persistence.backend,
@@ -80,6 +89,10 @@ def format_check(report: dict[str, Any]) -> str:
     if model.get("error"):
         lines.append(f"  error: {model['error']}")
     lines.append(f"search: {model['search']}")
+    for server in report["servers"]:
+        state = f"{server['state']}, {server['toolCount']} tools"
+        error = f" (last error: {server['lastError']})" if server["lastError"] else ""
+        lines.append(f"server {server['name']} [{server['transport']}]: {state}{error}")
     p = report["persistence"]
     lines.append(f"persistence: {p['backend']}" + (f" at {p['path']}" if p["path"] else ""))
     return "\n".join(lines)

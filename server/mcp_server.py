@@ -3,15 +3,18 @@ from an already built broker; the broker reaches the handlers through closures."
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
 from mcp import MCPError, types
-from mcp.server import Server, ServerRequestContext
+from mcp.server import NotificationOptions, Server, ServerRequestContext
+from mcp.server.subscriptions import ListenHandler
 
 from contextcore.broker import ContextBroker
 from tools.surface import CONTEXT_TOOLS, ToolSpec
 
+from .downstream import Downstream
 from .resources import ResourceReader, resource_templates
 from .tool_calls import ToolRunner
 
@@ -42,8 +45,11 @@ def list_tools(specs: tuple[ToolSpec, ...] = CONTEXT_TOOLS) -> list[types.Tool]:
     ]
 
 
-def build_server(broker: ContextBroker, *, version: str = "") -> Server[Any]:
-    """An MCP server exposing ``broker``'s tools and resources on any transport."""
+def build_server(
+    broker: ContextBroker, *, version: str = "", downstream: Downstream | None = None
+) -> Server[Any]:
+    """An MCP server exposing ``broker``'s tools and resources on any transport, and, with
+    ``downstream``, the gateway's tools, resources and prompts."""
     runner = ToolRunner(broker, CONTEXT_TOOLS)
     reader = ResourceReader(broker)
     tool_list = list_tools()
@@ -51,24 +57,31 @@ def build_server(broker: ContextBroker, *, version: str = "") -> Server[Any]:
     async def on_list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=tool_list)
+        if downstream is None:
+            return types.ListToolsResult(tools=tool_list)
+        downstream.remember(ctx.session)
+        return types.ListToolsResult(tools=[*tool_list, *await downstream.tools()])
 
     async def on_call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         spec = runner.specs.get(params.name)
-        if spec is None:
-            names = ", ".join(runner.specs)
-            raise MCPError(
-                types.INVALID_PARAMS,
-                f"unknown tool {params.name[:100]!r}; this server has: {names}",
-            )
-        return await runner.call(spec, params.arguments or {})
+        if spec is not None:
+            return await runner.call(spec, params.arguments or {})
+        if downstream is not None and downstream.handles(params.name):
+            return await downstream.call(params.name, params.arguments or {}, ctx.session)
+        names = ", ".join(runner.specs)
+        raise MCPError(
+            types.INVALID_PARAMS,
+            f"unknown tool {params.name[:100]!r}; this server has: {names}"
+            + (" and the tools list_tools shows" if downstream is not None else ""),
+        )
 
     async def on_list_resources(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        return types.ListResourcesResult(resources=reader.list())
+        extra = await downstream.gateway.list_resources() if downstream is not None else []
+        return types.ListResourcesResult(resources=[*reader.list(), *extra])
 
     async def on_list_templates(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -78,7 +91,10 @@ def build_server(broker: ContextBroker, *, version: str = "") -> Server[Any]:
     async def on_read_resource(
         ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
-        return await reader.read(str(params.uri))
+        uri = str(params.uri)
+        if downstream is not None and uri.startswith("downstream://"):
+            return await _downstream_call(downstream.gateway.read_resource(uri))
+        return await reader.read(uri)
 
     server: Server[Any] = Server(
         SERVER_NAME,
@@ -92,9 +108,47 @@ def build_server(broker: ContextBroker, *, version: str = "") -> Server[Any]:
         on_list_resources=on_list_resources,
         on_list_resource_templates=on_list_templates,
         on_read_resource=on_read_resource,
+        **(_downstream_handlers(downstream) if downstream is not None else {}),
     )
     _add_logging(server)
+    if downstream is not None:
+        # Tell handshake-era hosts that the tool list can change (the SDK's transports ask
+        # the server for its options without passing any).
+        server.create_initialization_options = functools.partial(  # type: ignore[method-assign]
+            server.create_initialization_options,
+            notification_options=NotificationOptions(tools_changed=True),
+        )
     return server
+
+
+async def _downstream_call(awaitable: Any) -> Any:
+    """Await a gateway call; its failures become protocol errors naming the server."""
+    from .gateway import GatewayError
+
+    try:
+        return await awaitable
+    except GatewayError as exc:
+        raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+
+
+def _downstream_handlers(downstream: Downstream) -> dict[str, Any]:
+    """Prompt handlers and the 2026-era ``subscriptions/listen`` stream."""
+
+    async def on_list_prompts(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=await downstream.gateway.list_prompts())
+
+    async def on_get_prompt(
+        ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        return await _downstream_call(downstream.gateway.get_prompt(params.name, params.arguments))
+
+    return {
+        "on_list_prompts": on_list_prompts,
+        "on_get_prompt": on_get_prompt,
+        "on_subscriptions_listen": ListenHandler(downstream.bus),
+    }
 
 
 def _add_logging(server: Server[Any]) -> None:

@@ -90,8 +90,17 @@ def verify_model_dir(folder: Path) -> list[str]:
 
 def _download(requirements: list[str], into: Path) -> None:
     command = [
-        sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-        "--only-binary", ":all:", "--dest", str(into), *requirements,
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--no-deps",
+        "--only-binary",
+        ":all:",
+        "--dest",
+        str(into),
+        *requirements,
     ]
     log.info("fetching model files: %s", " ".join(requirements))
     done = subprocess.run(command, capture_output=True, text=True, check=False)

@@ -1,0 +1,29 @@
+"""Starting a config's downstream servers once, outside a running server: for
+``context-broker check`` (their status) and ``context-broker eval --config`` (their tools)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+
+from contextcore.factory import BrokerParts
+
+from .app import build_gateway
+
+__all__ = ["gather_downstream"]
+
+
+def gather_downstream(parts: BrokerParts) -> list[dict[str, Any]]:
+    """Connect to every configured server (each bounded by its timeout), put their tools in
+    ``parts.catalog`` and return each server's status; [] when none is configured."""
+    gateway = build_gateway(parts.config, parts)
+    if gateway is None:
+        return []
+
+    async def run() -> list[dict[str, Any]]:
+        async with gateway:
+            await gateway.wait_ready()
+            return [s.to_dict() for s in gateway.status()]
+
+    return anyio.run(run)

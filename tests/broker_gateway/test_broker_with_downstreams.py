@@ -1,0 +1,182 @@
+"""The broker chained in front of real downstream servers, driven as a host would."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client, StdioServerParameters
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+BROKER = str(BIN / "context-broker")
+FIXTURES = ROOT / "tests" / "gateway" / "fixtures"
+EVERYTHING = ROOT / "tests" / "downstream" / "node_modules" / ".bin" / "mcp-server-everything"
+
+
+def config(tmp_path: Path, *, semantic: bool = False, extra: str = "") -> Path:
+    text = f"""
+[search]
+semantic = {str(semantic).lower()}
+
+[[rules]]
+name = "timezones"
+description = "Answering questions about time"
+text = "Always state the IANA timezone you used."
+include = "agent"
+
+[servers.time]
+command = "{BIN / "mcp-server-time"}"
+include = "agent"
+
+[servers.time.tools.get_current_time]
+include = "always"
+
+[servers.alpha]
+command = "{sys.executable}"
+args = ["{FIXTURES / "named_tools.py"}", "read-file"]
+
+[servers.beta]
+command = "{sys.executable}"
+args = ["{FIXTURES / "named_tools.py"}", "read_file"]
+
+[servers.silent]
+command = "{sys.executable}"
+args = ["{FIXTURES / "never_answers.py"}"]
+timeout = 3
+{extra}
+"""
+    path = tmp_path / "broker.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def params(path: Path) -> StdioServerParameters:
+    return StdioServerParameters(command=BROKER, args=["serve", "--config", str(path)])
+
+
+def text_of(result: Any) -> str:
+    return "".join(getattr(block, "text", "") for block in result.content)
+
+
+async def test_downstream_tools_are_listed_namespaced_and_called_through_the_broker(
+    tmp_path: Path,
+) -> None:
+    with anyio.fail_after(60):
+        async with Client(params(config(tmp_path)), mode="legacy") as client:
+            start = anyio.current_time()
+            listed = await client.list_tools()
+            elapsed = anyio.current_time() - start
+            names = [t.name for t in listed.tools]
+            assert elapsed < 3 + 5, "a silent downstream must not hold tools/list past its timeout"
+            assert {"create_session", "call_tool", "list_servers"} <= set(names)
+            assert "time__get_current_time" in names
+            assert "time__convert_time" not in names  # agent mode: reachable via call_tool
+            read_names = sorted(n for n in names if "read" in n)
+            assert read_names == ["alpha__read-file", "beta__read_file"]
+            assert all(len(n) <= 64 for n in names)
+
+            direct = await client.call_tool("time__get_current_time", {"timezone": "Asia/Tokyo"})
+            proxied = await client.call_tool(
+                "call_tool",
+                {
+                    "server": "time",
+                    "tool": "get_current_time",
+                    "arguments": {"timezone": "Asia/Tokyo"},
+                },
+            )
+            assert not direct.is_error and not proxied.is_error
+            assert json.loads(text_of(direct))["timezone"] == "Asia/Tokyo"
+            assert json.loads(text_of(proxied))["timezone"] == "Asia/Tokyo"
+
+            echoed = await client.call_tool("beta__read_file", {"text": "x"})
+            assert text_of(echoed) == "read_file:x"  # the original name reached the downstream
+
+            bad = await client.call_tool(
+                "call_tool",
+                {
+                    "server": "time",
+                    "tool": "get_current_time",
+                    "arguments": {"timezone": "Mars/Base"},
+                },
+            )
+            assert bad.is_error
+
+            servers = await client.call_tool("list_servers", {})
+            rows = {r["name"]: r for r in servers.structured_content["servers"]}  # type: ignore[index]
+            assert rows["time"]["connected"] and rows["time"]["tool_count"] == 2
+            assert not rows["silent"]["connected"]
+
+            down = await client.call_tool("call_tool", {"server": "silent", "tool": "x"})
+            assert down.is_error and "silent" in text_of(down)
+
+
+async def test_downstream_tools_take_part_in_sessions_and_search(tmp_path: Path) -> None:
+    with anyio.fail_after(90):
+        async with Client(params(config(tmp_path, semantic=True)), mode="legacy") as client:
+            await client.list_tools()
+            created = await client.call_tool("create_session", {})
+            session = created.structured_content  # type: ignore[assignment]
+            keys = {(i["type"], i["server"], i["name"]) for i in session["items"]}
+            assert ("tool", "time", "get_current_time") in keys
+            found = await client.call_tool(
+                "search_context_items",
+                {"query": "convert a time from Tokyo to Paris timezone", "types": ["tool"]},
+            )
+            first = found.structured_content["items"][0]  # type: ignore[index]
+            assert (first["server"], first["name"]) == ("time", "convert_time")
+            built = await client.call_tool(
+                "build_request_context",
+                {"session_id": session["session_id"], "message": "what time is it in Tokyo?"},
+            )
+            items = built.structured_content["items"]  # type: ignore[index]
+            assert {
+                "type": "tool",
+                "name": "get_current_time",
+                "server": "time",
+                "include_mode": "always",
+                "similarity_score": None,
+            } in items
+
+
+def test_check_reports_each_downstream_and_eval_uses_the_live_catalog(tmp_path: Path) -> None:
+    path = config(tmp_path)
+    out = subprocess.run(
+        [BROKER, "check", "--config", str(path), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    report = json.loads(out.stdout)
+    servers = {s["name"]: s for s in report["servers"]}
+    assert servers["time"]["connected"] and servers["time"]["toolCount"] == 2
+    assert not servers["silent"]["connected"]
+    queries = tmp_path / "q.jsonl"
+    queries.write_text(
+        json.dumps({"query": "convert time between timezones", "gold": ["tool:time/convert_time"]})
+        + "\n"
+    )
+    out = subprocess.run(
+        [
+            BROKER,
+            "eval",
+            "--config",
+            str(path),
+            "--queries",
+            str(queries),
+            "--mode",
+            "lexical",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    result = json.loads(out.stdout)
+    assert result["n_items"] >= 5 and result["missing_gold"] == []
+    assert result["metrics"]["recall@5"] == 1.0
