@@ -40,6 +40,7 @@ from contextcore.config import DownstreamConfig
 from server.gateway import Gateway
 
 TIME = str(Path(sys.executable).parent / "mcp-server-time")
+BROKER = str(Path(sys.executable).parent / "context-broker")
 NODE_BIN = ROOT / "tests" / "downstream" / "node_modules" / ".bin"
 BENCH_PY = ROOT / ".venv-bench" / "bin" / "python"
 ARGS = {"timezone": "Asia/Tokyo"}
@@ -85,55 +86,43 @@ async def _gateway_inproc(calls: int, warmup: int) -> list[float]:
         return await _timed(lambda: gw.call_tool("time", "get_current_time", ARGS), calls, warmup)
 
 
-async def _serve_front() -> None:
-    """A minimal stdio MCP server over a Gateway: exposed tools listed, calls forwarded."""
-    from mcp import types
-    from mcp.server import Server, ServerRequestContext
-    from mcp.server.stdio import stdio_server
+def _broker_config(tmp: Path, servers: str) -> str:
+    path = tmp / "broker.toml"
+    path.write_text("[search]\nsemantic = false\n" + servers, encoding="utf-8")
+    return str(path)
 
-    async with Gateway({"time": DownstreamConfig(command=TIME)}, Catalog()) as gw:
-        await gw.wait_ready()
 
-        async def on_list_tools(
-            ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-        ) -> types.ListToolsResult:
-            return types.ListToolsResult(tools=[t.as_mcp_tool() for t in gw.exposed_tools()])
-
-        async def on_call_tool(
-            ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-        ) -> types.CallToolResult:
-            return await gw.call_exposed(params.name, params.arguments or {})
-
-        server: Server[Any] = Server(
-            "gateway-front", on_list_tools=on_list_tools, on_call_tool=on_call_tool
-        )
-        async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+def _five_servers(tmp: Path) -> str:
+    bin_dir = Path(sys.executable).parent
+    return f"""
+[servers.time]
+command = "{TIME}"
+[servers.git]
+command = "{bin_dir / "mcp-server-git"}"
+args = ["--repository", "{ROOT}"]
+[servers.everything]
+command = "{NODE_BIN / "mcp-server-everything"}"
+[servers.filesystem]
+command = "{NODE_BIN / "mcp-server-filesystem"}"
+args = ["{tmp}"]
+[servers.memory]
+command = "{NODE_BIN / "mcp-server-memory"}"
+env = {{ MEMORY_FILE_PATH = "{tmp / "memory.jsonl"}" }}
+"""
 
 
 async def _startup(tmp: Path) -> tuple[float, int]:
-    servers = {
-        "time": DownstreamConfig(command=TIME),
-        "git": DownstreamConfig(
-            command=str(Path(sys.executable).parent / "mcp-server-git"),
-            args=("--repository", str(ROOT)),
-        ),
-        "everything": DownstreamConfig(command=str(NODE_BIN / "mcp-server-everything")),
-        "filesystem": DownstreamConfig(
-            command=str(NODE_BIN / "mcp-server-filesystem"), args=(str(tmp),)
-        ),
-        "memory": DownstreamConfig(
-            command=str(NODE_BIN / "mcp-server-memory"),
-            env={"MEMORY_FILE_PATH": str(tmp / "memory.jsonl")},
-        ),
-    }
+    """Seconds from starting the broker with the five servers until tools/list answers."""
+    params = StdioServerParameters(
+        command=BROKER, args=["serve", "--config", _broker_config(tmp, _five_servers(tmp))]
+    )
     start = time.perf_counter()
-    async with Gateway(servers, Catalog()) as gw:
-        await gw.wait_ready()
-        elapsed = time.perf_counter() - start
-        if not all(s.connected for s in gw.status()):
-            raise RuntimeError(f"not all connected: {[s.to_dict() for s in gw.status()]}")
-        return elapsed, len(gw.tools())
+    with open("/dev/null", "w") as devnull:
+        async with stdio_client(params, errlog=devnull) as (r, w), ClientSession(r, w) as s:
+            with anyio.fail_after(120):
+                await s.initialize()
+                tools = await s.list_tools()
+    return time.perf_counter() - start, len(tools.tools)
 
 
 def _row(name: str, samples: list[float] | None, direct_p50: float | None, note: str = "") -> str:
@@ -148,7 +137,9 @@ def _row(name: str, samples: list[float] | None, direct_p50: float | None, note:
 async def main(calls: int, warmup: int, with_startup: bool) -> None:
     direct = await _over_stdio(TIME, [], calls, warmup)
     inproc = await _gateway_inproc(calls, warmup)
-    front = await _over_stdio(sys.executable, [__file__, "--serve-front"], calls, warmup)
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = _broker_config(Path(tmp), f'[servers.time]\ncommand = "{TIME}"\n')
+        broker = await _over_stdio(BROKER, ["serve", "--config", cfg], calls, warmup)
     fast: list[float] | None = None
     note = "no .venv-bench with fastmcp"
     if BENCH_PY.exists():
@@ -159,9 +150,8 @@ async def main(calls: int, warmup: int, with_startup: bool) -> None:
     print(f"{'path':<18} {'p50':>8}  {'p95':>8}  {'mean':>8}  vs direct")
     print(_row("direct", direct, d50))
     print(_row("gateway in-proc", inproc, d50, "no front hop"))
-    print(_row("gateway stdio", front, d50, "minimal stdio front over Gateway"))
+    print(_row("broker stdio", broker, d50, "context-broker serve, exposed tool"))
     print(_row("fastmcp proxy", fast, d50, note))
-    print("full broker over stdio: measured once server/app.py wires [servers.*]")
     if with_startup:
         with tempfile.TemporaryDirectory() as tmp:
             elapsed, count = await _startup(Path(tmp))
@@ -169,9 +159,6 @@ async def main(calls: int, warmup: int, with_startup: bool) -> None:
 
 
 if __name__ == "__main__":
-    if "--serve-front" in sys.argv:
-        anyio.run(_serve_front)
-        sys.exit(0)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="50 calls, no startup figure")
     parser.add_argument("--calls", type=int, default=500)

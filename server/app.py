@@ -9,7 +9,6 @@ from typing import Any, Literal
 
 import anyio
 from mcp.server import Server
-from mcp.server.stdio import stdio_server
 
 from contextcore.config import BrokerConfig, load_config
 from contextcore.errors import ConfigError
@@ -21,6 +20,7 @@ from .downstream import Downstream
 from .gateway import Gateway, GatewaySettings
 from .http import build_http_app, guard_settings, run_http
 from .mcp_server import build_server
+from .stdio import fast_stdio_server
 
 __all__ = ["build_store", "serve"]
 
@@ -50,7 +50,7 @@ def _version() -> str:
 
 
 async def _serve_stdio(server: Server[Any]) -> None:
-    async with stdio_server() as (read, write):
+    async with fast_stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
 
 

@@ -180,3 +180,21 @@ def test_check_reports_each_downstream_and_eval_uses_the_live_catalog(tmp_path: 
     result = json.loads(out.stdout)
     assert result["n_items"] >= 5 and result["missing_gold"] == []
     assert result["metrics"]["recall@5"] == 1.0
+
+
+async def test_stdio_carries_megabyte_messages_and_keeps_stray_output_off_the_wire(
+    tmp_path: Path,
+) -> None:
+    path = config(tmp_path)
+    with anyio.fail_after(60):
+        async with Client(params(path), mode="legacy") as client:
+            created = await client.call_tool("create_session", {})
+            sid = created.structured_content["session_id"]  # type: ignore[index]
+            big = await client.call_tool(
+                "build_request_context", {"session_id": sid, "message": "time " * 200_001}
+            )
+            assert big.is_error and "max_message_chars" in text_of(big)
+            ok = await client.call_tool(
+                "build_request_context", {"session_id": sid, "message": "x " * 400_000}
+            )
+            assert not ok.is_error  # an 800 kB line went through intact

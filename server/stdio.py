@@ -1,0 +1,111 @@
+"""A stdio transport on the event loop's own pipe I/O.
+
+The SDK's ``stdio_server`` reads and writes through worker threads (``anyio.wrap_file``), two
+thread hand-offs per message; on a busy two-core host that is most of a proxied call's
+overhead. Here stdin and stdout are non-blocking pipes driven by the event loop, and the
+SDK's ``stdio_server`` gets them as its explicit streams. fd 0 and fd 1 are diverted while
+serving (to the null device and to stderr), so stray output from handlers or child processes
+never reaches the protocol stream. When stdin or stdout is not a pipe (a regular file), the
+SDK's own transport is used unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import stat
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from mcp.server.stdio import stdio_server
+
+__all__ = ["fast_stdio_server"]
+
+log = logging.getLogger(__name__)
+
+_LINE_LIMIT = 256 * 1024 * 1024  # one JSON-RPC message per line; the server limits size itself
+
+
+class _Lines:
+    """Decoded lines of a pipe, as the SDK's reader expects from an async text file."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self._reader = reader
+
+    def __aiter__(self) -> _Lines:
+        return self
+
+    async def __anext__(self) -> str:
+        line = await self._reader.readline()
+        if not line:
+            raise StopAsyncIteration
+        return line.decode("utf-8", errors="replace")
+
+
+class _Writer:
+    """``write``/``flush`` over a pipe, as the SDK's writer expects from an async text file."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+
+    async def write(self, text: str) -> None:
+        self._writer.write(text.encode("utf-8"))
+
+    async def flush(self) -> None:
+        await self._writer.drain()
+
+
+def _is_pipe_like(fd: int) -> bool:
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+
+
+@asynccontextmanager
+async def _pipes() -> AsyncIterator[tuple[_Lines, _Writer]]:
+    loop = asyncio.get_running_loop()
+    wire_in, wire_out = os.dup(0), os.dup(1)
+    saved_in, saved_out = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)
+    os.close(devnull)
+    in_file = os.fdopen(wire_in, "rb", buffering=0)
+    out_file = os.fdopen(wire_out, "wb", buffering=0)
+    transports: list[Any] = []
+    try:
+        reader = asyncio.StreamReader(limit=_LINE_LIMIT)
+        read_transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), in_file
+        )
+        transports.append(read_transport)
+        write_transport, protocol = await loop.connect_write_pipe(
+            lambda: asyncio.streams.FlowControlMixin(), out_file
+        )
+        transports.append(write_transport)
+        writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
+        yield _Lines(reader), _Writer(writer)
+    finally:
+        for transport in transports:
+            transport.close()
+        os.dup2(saved_in, 0)
+        os.dup2(saved_out, 1)
+        os.close(saved_in)
+        os.close(saved_out)
+
+
+@asynccontextmanager
+async def fast_stdio_server() -> AsyncIterator[tuple[Any, Any]]:
+    """``(read_stream, write_stream)`` for ``Server.run`` over this process's stdio."""
+    try:
+        usable = _is_pipe_like(0) and _is_pipe_like(1)
+        asyncio.get_running_loop()
+    except (OSError, RuntimeError):
+        usable = False
+    if not usable:
+        async with stdio_server() as streams:
+            yield streams
+        return
+    async with _pipes() as (lines, writer), stdio_server(lines, writer) as streams:  # type: ignore[arg-type]
+        yield streams
