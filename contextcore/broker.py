@@ -58,6 +58,12 @@ class ContextBroker:
         self._max_message_chars = max_message_chars
         self._lock = threading.RLock()
 
+    @property
+    def lock(self) -> threading.RLock:
+        """Held while a session is loaded, changed and saved; layers that keep their own
+        state in a session (history) take it too, so no change overwrites another."""
+        return self._lock
+
     def lookup(self, ref: ItemRef) -> ContextItem | None:
         """The catalog item for ``ref``, if it still exists."""
         return self.catalog.get(ref)
@@ -144,6 +150,7 @@ class ContextBroker:
             items += [
                 RequestItem(h.ref, "agent", round(h.similarity_score, 4)) for h in result.hits
             ]
+        threshold = self.search.settings.include_score if include_score is None else include_score
         context = RequestContext(
             new_request_id(),
             session.session_id,
@@ -152,6 +159,7 @@ class ContextBroker:
             tuple(items),
             mode,
             tuple(warnings),
+            include_score=float(threshold),
         )
         with self._lock:
             latest = self.session(session_id)

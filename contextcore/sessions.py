@@ -97,6 +97,7 @@ class RequestContext:
     items: tuple[RequestItem, ...]
     search_mode: str | None = None
     warnings: tuple[str, ...] = ()
+    include_score: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -107,6 +108,7 @@ class RequestContext:
             "items": [i.to_dict() for i in self.items],
             "search_mode": self.search_mode,
             "warnings": list(self.warnings),
+            "include_score": self.include_score,
         }
 
     @classmethod
@@ -119,6 +121,7 @@ class RequestContext:
             items=tuple(RequestItem.from_dict(i) for i in row["items"]),
             search_mode=row.get("search_mode"),
             warnings=tuple(row.get("warnings", ())),
+            include_score=row.get("include_score"),
         )
 
 

@@ -13,6 +13,7 @@ from mcp.server import Server
 from contextcore.config import BrokerConfig, load_config
 from contextcore.errors import ConfigError
 from contextcore.factory import BrokerParts, build_broker
+from contextcore.history_service import HistoryService
 from contextcore.sessions import SessionStore
 from contextcore.store_sqlite import SqliteSessionStore
 
@@ -21,6 +22,7 @@ from .gateway import Gateway, GatewaySettings
 from .http import build_http_app, guard_settings, run_http
 from .mcp_server import build_server
 from .stdio import fast_stdio_server
+from .summarizers import SummarizerFactory
 
 __all__ = ["build_store", "serve"]
 
@@ -83,7 +85,13 @@ def serve(
     )
     gateway = build_gateway(config, parts)
     downstream = Downstream(gateway, parts.broker) if gateway is not None else None
-    server = build_server(parts.broker, version=_version(), downstream=downstream)
+    server = build_server(
+        parts.broker,
+        version=_version(),
+        downstream=downstream,
+        history=HistoryService(parts.broker, config.history),
+        summarizers=SummarizerFactory(config.history.summarizer),
+    )
     if transport == "stdio":
         anyio.run(_with_gateway, gateway, _serve_stdio, server)
         return 0

@@ -12,10 +12,14 @@ from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp.server.subscriptions import ListenHandler
 
 from contextcore.broker import ContextBroker
+from contextcore.config import HistoryConfig
+from contextcore.history_service import HistoryService
+from tools.history import HISTORY_TOOLS
 from tools.surface import CONTEXT_TOOLS, ToolSpec
 
 from .downstream import Downstream
 from .resources import ResourceReader, resource_templates
+from .summarizers import SummarizerFactory
 from .tool_calls import ToolRunner
 
 __all__ = ["SERVER_NAME", "build_server", "list_tools"]
@@ -23,11 +27,13 @@ __all__ = ["SERVER_NAME", "build_server", "list_tools"]
 log = logging.getLogger(__name__)
 
 SERVER_NAME = "context-broker"
+TOOLS = CONTEXT_TOOLS + HISTORY_TOOLS
 INSTRUCTIONS = (
     "Call create_session once per conversation and keep its session_id. Before answering each "
     "user message, call build_request_context(session_id, message) and use the rules, "
     "references and tools it returns. list_turns and get_request_context show later what was "
-    "used for any turn and why."
+    "used for any turn and why. To let the broker keep the conversation within budget, send "
+    "each exchange with append_messages and ask get_history for the window to send."
 )
 
 
@@ -46,13 +52,19 @@ def list_tools(specs: tuple[ToolSpec, ...] = CONTEXT_TOOLS) -> list[types.Tool]:
 
 
 def build_server(
-    broker: ContextBroker, *, version: str = "", downstream: Downstream | None = None
+    broker: ContextBroker,
+    *,
+    version: str = "",
+    downstream: Downstream | None = None,
+    history: HistoryService | None = None,
+    summarizers: SummarizerFactory | None = None,
 ) -> Server[Any]:
-    """An MCP server exposing ``broker``'s tools and resources on any transport, and, with
-    ``downstream``, the gateway's tools, resources and prompts."""
-    runner = ToolRunner(broker, CONTEXT_TOOLS)
+    """An MCP server exposing ``broker``'s tools and resources on any transport, its history
+    tools, and, with ``downstream``, the gateway's tools, resources and prompts."""
+    history = history or HistoryService(broker, HistoryConfig())
+    runner = ToolRunner(broker, TOOLS, history=history, summarizers=summarizers)
     reader = ResourceReader(broker)
-    tool_list = list_tools()
+    tool_list = list_tools(TOOLS)
 
     async def on_list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -67,7 +79,7 @@ def build_server(
     ) -> types.CallToolResult:
         spec = runner.specs.get(params.name)
         if spec is not None:
-            return await runner.call(spec, params.arguments or {})
+            return await runner.call(spec, params.arguments or {}, ctx)
         if downstream is not None and downstream.handles(params.name):
             return await downstream.call(params.name, params.arguments or {}, ctx.session)
         names = ", ".join(runner.specs)

@@ -9,11 +9,16 @@ from typing import Any
 
 import anyio.to_thread
 from mcp import types
+from mcp.server import ServerRequestContext
 from pydantic import BaseModel, ValidationError
 
 from contextcore.broker import ContextBroker
 from contextcore.errors import ContextCoreError
+from contextcore.history_service import HistoryService
+from tools._spec import ToolContext
 from tools.surface import ToolSpec
+
+from .summarizers import SummarizerFactory, sampler_for
 
 __all__ = ["ToolRunner", "describe_validation_error"]
 
@@ -58,27 +63,60 @@ def error_result(text: str) -> types.CallToolResult:
 
 class ToolRunner:
     """Calls tool adapters against one broker; searches never overlap (the search engine
-    indexes lazily and is not safe to run concurrently)."""
+    indexes lazily and is not safe to run concurrently).
 
-    def __init__(self, broker: ContextBroker, specs: tuple[ToolSpec, ...]) -> None:  # type: ignore[type-arg]
+    Specs with ``takes_context`` get a :class:`ToolContext`: they need ``history`` (and
+    ``summarizers``, else summaries are extractive only); pass the request context to
+    :meth:`call` so summaries can use MCP sampling when the client offers it."""
+
+    def __init__(
+        self,
+        broker: ContextBroker,
+        specs: tuple[ToolSpec, ...],  # type: ignore[type-arg]
+        *,
+        history: HistoryService | None = None,
+        summarizers: SummarizerFactory | None = None,
+    ) -> None:
         self.broker = broker
         self.specs = {s.name: s for s in specs}
+        self.history = history
+        self.summarizers = summarizers
         self._search_lock = threading.Lock()
+        needy = [s.name for s in specs if s.takes_context]
+        if needy and history is None:
+            raise ValueError(f"tools {needy} need a HistoryService; pass history=")
 
-    def _work(self, spec: ToolSpec, args: BaseModel) -> BaseModel:  # type: ignore[type-arg]
+    def _target(self, spec: ToolSpec, ctx: ServerRequestContext[Any] | None) -> Any:  # type: ignore[type-arg]
+        if not spec.takes_context:
+            return self.broker
+        assert self.history is not None
+        chain = None
+        if self.summarizers is not None:
+            chain = self.summarizers.chain(sampler_for(ctx))
+        return ToolContext(self.broker, self.history, chain)
+
+    def _work(self, spec: ToolSpec, target: Any, args: BaseModel) -> BaseModel:  # type: ignore[type-arg]
         if spec.uses_search:
             with self._search_lock:
-                return spec.run(self.broker, args)
-        return spec.run(self.broker, args)
+                out: BaseModel = spec.run(target, args)
+                return out
+        out = spec.run(target, args)
+        return out
 
-    async def call(self, spec: ToolSpec, arguments: dict[str, Any]) -> types.CallToolResult:  # type: ignore[type-arg]
+    async def call(
+        self,
+        spec: ToolSpec,  # type: ignore[type-arg]
+        arguments: dict[str, Any],
+        ctx: ServerRequestContext[Any] | None = None,
+    ) -> types.CallToolResult:
         """The tool's result, or an ``isError`` result naming the field and the problem."""
         try:
             args = spec.args.model_validate(arguments)
         except ValidationError as exc:
             return error_result(f"{spec.name}: invalid arguments: {describe_validation_error(exc)}")
         try:
-            out = await anyio.to_thread.run_sync(self._work, spec, args)
+            target = self._target(spec, ctx)
+            out = await anyio.to_thread.run_sync(self._work, spec, target, args)
         except ContextCoreError as exc:
             log.info("tool %s refused the call: %s", spec.name, exc.message[:200])
             return error_result(f"{spec.name}: {_describe_core(exc)}")

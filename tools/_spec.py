@@ -10,8 +10,10 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from contextcore.broker import ContextBroker
+from contextcore.history import SummarizerChain
+from contextcore.history_service import HistoryService
 
-__all__ = ["Args", "Out", "ToolSpec"]
+__all__ = ["Args", "Out", "ToolContext", "ToolSpec"]
 
 
 class Args(BaseModel):
@@ -31,18 +33,31 @@ R = TypeVar("R", bound=Out)
 
 
 @dataclass(frozen=True)
+class ToolContext:
+    """What a tool with ``takes_context`` receives instead of the bare broker: the shared
+    services and, per call, the summarizer chain the server built for this request (LLM API,
+    MCP sampling when the calling client offers it, extractive)."""
+
+    broker: ContextBroker
+    history: HistoryService
+    summarizer: SummarizerChain | None = None
+
+
+@dataclass(frozen=True)
 class ToolSpec(Generic[A, R]):
     """One MCP tool: ``run`` is a blocking domain call (the server runs it in a worker
-    thread); ``uses_search`` marks calls that may embed text and must not overlap."""
+    thread); ``uses_search`` marks calls that may embed text and must not overlap.
+    ``run`` gets the broker, or a :class:`ToolContext` when ``takes_context`` is set."""
 
     name: str
     description: str
     args: type[A]
     result: type[R]
-    run: Callable[[ContextBroker, A], R]
+    run: Callable[[Any, A], R]
     text: Callable[[R], str]
     uses_search: bool = False
     read_only: bool = False
+    takes_context: bool = False
 
     def input_schema(self) -> dict[str, Any]:
         return self.args.model_json_schema()

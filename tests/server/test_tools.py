@@ -25,6 +25,15 @@ TOOLS = {
     "get_request_context",
     "list_turns",
     "list_catalog",
+    "append_messages",
+    "get_history",
+    "trim_messages",
+    "summarize_history",
+    "collapse_messages",
+    "clear_history",
+    "update_snapshot",
+    "get_snapshot",
+    "get_context_stats",
 }
 
 

@@ -1,0 +1,127 @@
+"""Inclusion analytics over recorded turns: what was included, how, and how strongly search
+matched, per session or across sessions. Computed from the turn logs the session store keeps,
+so the figures persist with the store."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .catalog import Catalog
+from .items import ItemRef
+from .sessions import Session
+
+__all__ = ["ItemUsage", "UsageStats", "usage_stats"]
+
+_BUCKETS = 10
+
+
+@dataclass
+class ItemUsage:
+    """How often one item was in a request context, by include mode, and its agent scores."""
+
+    ref: ItemRef
+    by_mode: dict[str, int] = field(default_factory=lambda: {"always": 0, "manual": 0, "agent": 0})
+    scores: list[float] = field(default_factory=list)
+
+    @property
+    def included(self) -> int:
+        return sum(self.by_mode.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {**self.ref.to_dict(), "key": self.ref.key}
+        out["included"] = self.included
+        out["by_mode"] = dict(self.by_mode)
+        out["agent_scores"] = _score_summary(self.scores)
+        return out
+
+
+def _score_summary(scores: list[float]) -> dict[str, float | int] | None:
+    if not scores:
+        return None
+    return {
+        "count": len(scores),
+        "min": round(min(scores), 4),
+        "median": round(statistics.median(scores), 4),
+        "mean": round(statistics.fmean(scores), 4),
+        "max": round(max(scores), 4),
+    }
+
+
+@dataclass(frozen=True)
+class UsageStats:
+    """The analytics a user tunes include modes and thresholds with."""
+
+    sessions: int
+    turns: int
+    items: list[ItemUsage]
+    histogram: list[int]
+    never_selected: list[str]
+    never_included: list[str]
+    searches_without_strong_match: int
+    searches_without_agent_items: int
+    searches_failed: int
+
+    def to_dict(self) -> dict[str, Any]:
+        width = 1.0 / _BUCKETS
+        return {
+            "sessions": self.sessions,
+            "turns": self.turns,
+            "items": [u.to_dict() for u in self.items],
+            "agent_score_histogram": [
+                {"from": round(i * width, 2), "to": round((i + 1) * width, 2), "count": n}
+                for i, n in enumerate(self.histogram)
+            ],
+            "never_selected": self.never_selected,
+            "never_included": self.never_included,
+            "searches_without_strong_match": self.searches_without_strong_match,
+            "searches_without_agent_items": self.searches_without_agent_items,
+            "searches_failed": self.searches_failed,
+        }
+
+
+def usage_stats(sessions: Iterable[Session], catalog: Catalog) -> UsageStats:
+    """Aggregate the turn logs of ``sessions``.
+
+    ``never_selected`` lists enabled ``agent`` items search never chose; ``never_included``
+    enabled items of any mode that were in no request context. A search "without a strong
+    match" chose no item at or above the ``include_score`` in force for that turn.
+    """
+    usage: dict[ItemRef, ItemUsage] = {}
+    histogram = [0] * _BUCKETS
+    count = turns = weak = empty = failed = 0
+    for session in sessions:
+        count += 1
+        for turn in session.turns:
+            turns += 1
+            agent_scores: list[float] = []
+            for item in turn.items:
+                row = usage.setdefault(item.ref, ItemUsage(item.ref))
+                row.by_mode[item.include_mode] += 1
+                if item.include_mode == "agent" and item.similarity_score is not None:
+                    row.scores.append(item.similarity_score)
+                    agent_scores.append(item.similarity_score)
+                    bucket = min(_BUCKETS - 1, max(0, int(item.similarity_score * _BUCKETS)))
+                    histogram[bucket] += 1
+            if turn.search_mode is None:
+                failed += 1
+                continue
+            if not agent_scores:
+                empty += 1
+            threshold = turn.include_score
+            if threshold is not None and not any(s >= threshold for s in agent_scores):
+                weak += 1
+    enabled = catalog.enabled()
+    never_selected = sorted(
+        i.ref.key
+        for i in enabled
+        if i.effective_include == "agent"
+        and (i.ref not in usage or usage[i.ref].by_mode["agent"] == 0)
+    )
+    never_included = sorted(i.ref.key for i in enabled if i.ref not in usage)
+    rows = sorted(usage.values(), key=lambda u: (-u.included, u.ref.key))
+    return UsageStats(
+        count, turns, rows, histogram, never_selected, never_included, weak, empty, failed
+    )
