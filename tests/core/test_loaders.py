@@ -18,7 +18,8 @@ def write(path: Path, text: str) -> Path:
 def test_markdown_front_matter_sets_name_description_include_and_priority(tmp_path: Path) -> None:
     path = write(
         tmp_path / "r.md",
-        "---\nname: style\ndescription: Code style\ninclude: always\npriority: 3\n---\nUse types.\n",
+        "---\nname: style\ndescription: Code style\ninclude: always\npriority: 3\n---\n"
+        "Use types.\n",
     )
     rule = load_markdown_file(path, "rule")
     assert (rule.name, rule.description, rule.include, rule.priority) == (
