@@ -11,9 +11,9 @@ from typing import Any
 
 from .catalog import Catalog
 from .items import ItemRef
-from .sessions import Session
+from .sessions import Session, SessionStore
 
-__all__ = ["ItemUsage", "UsageStats", "usage_stats"]
+__all__ = ["ItemUsage", "UsageStats", "format_usage", "sessions_of", "usage_stats"]
 
 _BUCKETS = 10
 
@@ -125,3 +125,45 @@ def usage_stats(sessions: Iterable[Session], catalog: Catalog) -> UsageStats:
     return UsageStats(
         count, turns, rows, histogram, never_selected, never_included, weak, empty, failed
     )
+
+
+def sessions_of(store: SessionStore, session_id: str | None = None) -> list[Session]:
+    """Every stored session (or just one, already loaded by the caller's check)."""
+    ids = [session_id] if session_id is not None else store.list_ids()
+    found = [store.load(i) for i in ids]
+    return [s for s in found if s is not None]
+
+
+def format_usage(stats: UsageStats, *, top: int = 15) -> str:
+    """A short report for a person tuning include modes and thresholds."""
+    lines = [f"{stats.sessions} session(s), {stats.turns} request context(s)"]
+    if stats.turns:
+        lines.append(
+            f"searches with no match at or above include_score: "
+            f"{stats.searches_without_strong_match} of {stats.turns}; with no agent item at "
+            f"all: {stats.searches_without_agent_items}; failed: {stats.searches_failed}"
+        )
+    if stats.items:
+        lines.append("most included (always / manual / agent, agent score median):")
+        for u in stats.items[:top]:
+            m = u.by_mode
+            summary = _score_summary(u.scores)
+            median = f", median {summary['median']:.2f}" if summary else ""
+            lines.append(
+                f"  {u.ref.key}: {u.included} ({m['always']} / {m['manual']} / {m['agent']}"
+                f"{median})"
+            )
+    if any(stats.histogram):
+        width = 1.0 / _BUCKETS
+        bars = ", ".join(
+            f"{i * width:.1f}-{(i + 1) * width:.1f}: {n}"
+            for i, n in enumerate(stats.histogram)
+            if n
+        )
+        lines.append(f"agent score distribution: {bars}")
+    if stats.never_selected:
+        lines.append(f"agent items never selected ({len(stats.never_selected)}):")
+        lines += [f"  {key}" for key in stats.never_selected[:top]]
+        if len(stats.never_selected) > top:
+            lines.append(f"  ... and {len(stats.never_selected) - top} more")
+    return "\n".join(lines)

@@ -122,6 +122,7 @@ class GatewayConfig(_Model):
     backoff_base: float = Field(0.5, gt=0)
     backoff_max: float = Field(30.0, gt=0)
     debounce: float = Field(0.25, ge=0)
+    record_max_chars: int = Field(20_000, ge=100)
 
 
 class SummarizerConfig(_Model):
@@ -170,6 +171,7 @@ class DownstreamConfig(_Model):
     include: IncludeMode | None = None
     enabled: bool = True
     timeout: float = Field(30.0, gt=0)
+    record_calls: bool = True
     tools: dict[str, DownstreamToolConfig] = Field(default_factory=dict)
 
     @model_validator(mode="after")

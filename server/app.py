@@ -18,7 +18,7 @@ from contextcore.sessions import SessionStore
 from contextcore.store_sqlite import SqliteSessionStore
 
 from .downstream import Downstream
-from .gateway import Gateway, GatewaySettings
+from .gateway import Gateway, GatewaySettings, resolve_servers
 from .http import build_http_app, guard_settings, run_http
 from .mcp_server import build_server
 from .stdio import fast_stdio_server
@@ -84,12 +84,21 @@ def serve(
         config.persistence.backend,
     )
     gateway = build_gateway(config, parts)
-    downstream = Downstream(gateway, parts.broker) if gateway is not None else None
+    history = HistoryService(parts.broker, config.history)
+    downstream = None
+    if gateway is not None:
+        downstream = Downstream(
+            gateway,
+            parts.broker,
+            history=history,
+            record={name: cfg.record_calls for name, cfg in resolve_servers(config).items()},
+            record_max_chars=config.gateway.record_max_chars,
+        )
     server = build_server(
         parts.broker,
         version=_version(),
         downstream=downstream,
-        history=HistoryService(parts.broker, config.history),
+        history=history,
         summarizers=SummarizerFactory(config.history.summarizer),
     )
     if transport == "stdio":

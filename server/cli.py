@@ -67,6 +67,11 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", action="store_true", help="print one JSON object")
     ev.add_argument("--model-dir", type=Path, default=None, help="local model directory")
 
+    stats = sub.add_parser("stats", help="inclusion analytics from the session store")
+    stats.add_argument("--config", type=Path, required=True)
+    stats.add_argument("--session", default=None, help="one session id (default: all)")
+    stats.add_argument("--json", action="store_true", help="print one JSON object")
+
     setup = sub.add_parser("setup-model", help="prepare the embedding model without a model hub")
     setup.add_argument("--dest", type=Path, default=None, help="target directory")
     return parser
@@ -137,6 +142,28 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return 0 if report["ok"] else 1
 
 
+def _cmd_stats(args: argparse.Namespace) -> int:
+    from tools.analytics import usage_payload
+
+    from .app import build_store
+
+    config = load_config(args.config)
+    if config.persistence.backend == "memory":
+        print(
+            "context-broker: sessions are kept in memory only ([persistence] backend = "
+            '"memory"), so there is nothing stored to analyse; use backend = "sqlite"',
+            file=sys.stderr,
+        )
+        return 2
+    parts = build_broker(config, store=build_store(config), use_config_embedder=False)
+    usage = usage_payload(parts.broker, args.session)
+    if args.json:
+        print(json.dumps(usage.model_dump(mode="json", exclude={"report"})))
+    else:
+        print(usage.report)
+    return 0
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     from .app import serve
 
@@ -154,6 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "eval": _cmd_eval,
         "setup-model": _cmd_setup_model,
         "check": _cmd_check,
+        "stats": _cmd_stats,
         "serve": _cmd_serve,
     }
     try:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import logging
 import weakref
+from collections.abc import Mapping
 from typing import Any
 
 import anyio
+import anyio.to_thread
 from mcp import types
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus
@@ -15,7 +17,9 @@ from mcp.shared.subscriptions import ToolsListChanged
 from pydantic import ValidationError
 
 from contextcore.broker import ContextBroker
+from contextcore.call_record import call_messages, result_text
 from contextcore.errors import ContextCoreError
+from contextcore.history_service import HistoryService
 from tools.gateway import (
     CALL_TOOL_DESCRIPTION,
     LIST_SERVERS_DESCRIPTION,
@@ -52,9 +56,20 @@ def _tool(name: str, description: str, args: type[Any], result: type[Any] | None
 class Downstream:
     """Routes host requests to the gateway and tells hosts when exposed tools change."""
 
-    def __init__(self, gateway: Gateway, broker: ContextBroker) -> None:
+    def __init__(
+        self,
+        gateway: Gateway,
+        broker: ContextBroker,
+        *,
+        history: HistoryService | None = None,
+        record: Mapping[str, bool] | None = None,
+        record_max_chars: int = 20_000,
+    ) -> None:
         self.gateway = gateway
         self.broker = broker
+        self.history = history
+        self._record = dict(record or {})
+        self._record_max_chars = record_max_chars
         self.bus = InMemorySubscriptionBus()
         self._sessions: weakref.WeakSet[ServerSession] = weakref.WeakSet()
         gateway.on_exposed_change = self._exposed_changed
@@ -78,9 +93,15 @@ class Downstream:
         return name in (CALL_TOOL, LIST_SERVERS) or self.gateway.resolve(name) is not None
 
     async def call(
-        self, name: str, arguments: dict[str, Any], session: ServerSession | None
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        session: ServerSession | None,
+        meta: Mapping[str, Any] | None = None,
     ) -> types.CallToolResult:
-        """Run a gateway tool or forward an exposed tool; failures become tool errors."""
+        """Run a gateway tool or forward an exposed tool; failures become tool errors. A
+        ``session_id`` (an argument of ``call_tool``, or in ``_meta`` of an exposed tool's
+        call) records the call and its result in that session's history."""
         if name == LIST_SERVERS:
             return self._list_servers()
         if name == CALL_TOOL:
@@ -90,15 +111,22 @@ class Downstream:
                 return error_result(
                     f"call_tool: invalid arguments: {describe_validation_error(exc)}"
                 )
-            if args.session_id is not None:
-                try:
-                    self.broker.session(args.session_id)
-                except ContextCoreError as exc:
-                    return error_result(f"call_tool: {exc.field}: {exc.message}")
-            return await self._forward(args.server, args.tool, args.arguments, session)
-        target = self.gateway.resolve(name)
-        assert target is not None
-        return await self._forward(target[0], target[1], arguments, session)
+            server, tool, arguments = args.server, args.tool, args.arguments
+            session_id = args.session_id
+        else:
+            target = self.gateway.resolve(name)
+            assert target is not None
+            server, tool = target
+            session_id = (meta or {}).get("session_id")
+        if session_id is not None:
+            try:
+                self.broker.session(session_id)
+            except ContextCoreError as exc:
+                return error_result(f"{name}: {exc.field}: {exc.message}")
+        result = await self._forward(server, tool, arguments, session)
+        if session_id is not None and self.history is not None and self._record.get(server, True):
+            await self._record_call(session_id, tool, arguments, result)
+        return result
 
     async def _forward(
         self, server: str, tool: str, arguments: dict[str, Any], session: ServerSession | None
@@ -111,6 +139,26 @@ class Downstream:
             return await self.gateway.call_tool(server, tool, arguments, progress_callback=progress)
         except GatewayError as exc:
             return error_result(str(exc))
+
+    async def _record_call(
+        self, session_id: str, tool: str, arguments: dict[str, Any], result: types.CallToolResult
+    ) -> None:
+        """Append the call and its (size-limited) result to the session's history; a failure
+        here is logged and never fails the call itself."""
+        history = self.history
+        assert history is not None
+        content = [b.model_dump(by_alias=True, mode="json") for b in result.content]
+        text, _ = result_text(content, result.structured_content, self._record_max_chars)
+
+        def append() -> None:
+            shape = history.history(session_id).shape or "openai"
+            messages = call_messages(shape, tool, arguments, text, bool(result.is_error))
+            history.append_messages(session_id, messages)
+
+        try:
+            await anyio.to_thread.run_sync(append)
+        except Exception as exc:
+            log.warning("could not record call of %s in session history: %s", tool, exc)
 
     def _list_servers(self) -> types.CallToolResult:
         rows = []

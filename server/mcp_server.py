@@ -14,6 +14,7 @@ from mcp.server.subscriptions import ListenHandler
 from contextcore.broker import ContextBroker
 from contextcore.config import HistoryConfig
 from contextcore.history_service import HistoryService
+from tools.analytics import GET_USAGE_STATS
 from tools.history import HISTORY_TOOLS
 from tools.surface import CONTEXT_TOOLS, ToolSpec
 
@@ -27,7 +28,7 @@ __all__ = ["SERVER_NAME", "build_server", "list_tools"]
 log = logging.getLogger(__name__)
 
 SERVER_NAME = "context-broker"
-TOOLS = CONTEXT_TOOLS + HISTORY_TOOLS
+TOOLS = (*CONTEXT_TOOLS, *HISTORY_TOOLS, GET_USAGE_STATS)
 INSTRUCTIONS = (
     "Call create_session once per conversation and keep its session_id. Before answering each "
     "user message, call build_request_context(session_id, message) and use the rules, "
@@ -62,6 +63,8 @@ def build_server(
     """An MCP server exposing ``broker``'s tools and resources on any transport, its history
     tools, and, with ``downstream``, the gateway's tools, resources and prompts."""
     history = history or HistoryService(broker, HistoryConfig())
+    if downstream is not None and downstream.history is None:
+        downstream.history = history
     runner = ToolRunner(broker, TOOLS, history=history, summarizers=summarizers)
     reader = ResourceReader(broker)
     tool_list = list_tools(TOOLS)
@@ -81,7 +84,9 @@ def build_server(
         if spec is not None:
             return await runner.call(spec, params.arguments or {}, ctx)
         if downstream is not None and downstream.handles(params.name):
-            return await downstream.call(params.name, params.arguments or {}, ctx.session)
+            return await downstream.call(
+                params.name, params.arguments or {}, ctx.session, params.meta
+            )
         names = ", ".join(runner.specs)
         raise MCPError(
             types.INVALID_PARAMS,

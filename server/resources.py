@@ -15,6 +15,7 @@ from contextcore.errors import ContextCoreError
 from contextcore.items import ItemRef, Reference, Rule
 from contextcore.render import render_markdown, summary_line
 from contextcore.sessions import Session
+from tools.analytics import usage_payload
 from tools.catalog import catalog_rows
 
 __all__ = ["ResourceReader", "resource_templates"]
@@ -92,6 +93,15 @@ class ResourceReader:
                 mime_type=JSON,
             )
         ]
+        out.append(
+            types.Resource(
+                uri="context://stats",
+                name="stats",
+                description="Inclusion analytics across all sessions: what was included, "
+                "how, and how strongly search matched.",
+                mime_type=JSON,
+            )
+        )
         for item in self.broker.catalog.items(["rule", "reference"]):
             out.append(
                 types.Resource(
@@ -119,6 +129,10 @@ class ResourceReader:
             case "catalog", []:
                 rows = catalog_rows(self.broker).model_dump(mode="json")
                 return _contents(uri, rows, self._catalog_markdown(rows["items"]))
+            case "stats", []:
+                usage = usage_payload(self.broker)
+                data = usage.model_dump(mode="json", exclude={"report"})
+                return _contents(uri, data, f"# Usage\n\n```\n{usage.report}\n```\n")
             case "sessions", [session_id]:
                 session = self.broker.session(session_id)
                 return _contents(uri, session.to_dict(), _session_markdown(session))

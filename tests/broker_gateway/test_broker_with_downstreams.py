@@ -198,3 +198,73 @@ async def test_stdio_carries_megabyte_messages_and_keeps_stray_output_off_the_wi
                 "build_request_context", {"session_id": sid, "message": "x " * 400_000}
             )
             assert not ok.is_error  # an 800 kB line went through intact
+
+
+async def test_calls_with_a_session_id_are_recorded_in_its_history_and_trimmed_later(
+    tmp_path: Path,
+) -> None:
+    extra = "\n[gateway]\nrecord_max_chars = 300\n\n[servers.beta2]\n" + (
+        f'command = "{sys.executable}"\nargs = ["{FIXTURES / "named_tools.py"}", "echo"]\n'
+        "record_calls = false\n"
+    )
+    with anyio.fail_after(60):
+        async with Client(params(config(tmp_path, extra=extra)), mode="legacy") as client:
+            await client.list_tools()
+            sid = (await client.call_tool("create_session", {})).structured_content["session_id"]  # type: ignore[index]
+            await client.call_tool(
+                "call_tool",
+                {
+                    "server": "time",
+                    "tool": "get_current_time",
+                    "arguments": {"timezone": "Asia/Tokyo"},
+                    "session_id": sid,
+                },
+            )
+            await client.call_tool(
+                "beta__read_file", {"text": "y" * 1000}, meta={"session_id": sid}
+            )
+            await client.call_tool(
+                "call_tool",
+                {
+                    "server": "time",
+                    "tool": "get_current_time",
+                    "arguments": {"timezone": "Mars/Base"},
+                    "session_id": sid,
+                },
+            )
+            await client.call_tool(
+                "call_tool",
+                {"server": "beta2", "tool": "echo", "arguments": {"text": "z"}, "session_id": sid},
+            )
+            unknown = await client.call_tool(
+                "call_tool",
+                {"server": "time", "tool": "get_current_time", "session_id": "s_" + "A" * 32},
+            )
+            assert unknown.is_error and "unknown session_id" in text_of(unknown)
+
+            window = await client.call_tool("get_history", {"session_id": sid})
+            messages = window.structured_content["messages"]  # type: ignore[index]
+            calls = [
+                m["tool_calls"][0]["function"]["name"] for m in messages if m.get("tool_calls")
+            ]
+            assert calls == ["get_current_time", "read_file", "get_current_time"]  # not beta2
+            results = [m["content"] for m in messages if m["role"] == "tool"]
+            assert "Asia/Tokyo" in results[0]
+            assert (
+                results[1].startswith("read_file:yyy") and "truncated by the broker" in results[1]
+            )
+            assert len(results[1]) < 400
+            assert results[2].startswith("Error:")
+
+            trimmed = await client.call_tool(
+                "get_history",
+                {
+                    "session_id": sid,
+                    "filters": [{"name": "sizeLimiter", "options": {"maxTokens": 120}}],
+                },
+            )
+            kept = trimmed.structured_content["messages"]  # type: ignore[index]
+            assert 0 < len(kept) < len(messages)
+            ids = [m["tool_calls"][0]["id"] for m in kept if m.get("tool_calls")]
+            answered = [m["tool_call_id"] for m in kept if m["role"] == "tool"]
+            assert ids == answered  # the pipeline keeps each call with its result

@@ -34,6 +34,7 @@ TOOLS = {
     "update_snapshot",
     "get_snapshot",
     "get_context_stats",
+    "get_usage_stats",
 }
 
 
