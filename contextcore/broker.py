@@ -185,10 +185,6 @@ class ContextBroker:
         include_score: float | None,
         types: Iterable[str] | None,
     ) -> tuple[SearchResult | None, list[str]]:
-        def allow(ref: ItemRef) -> bool:
-            item = self.catalog.get(ref)
-            return ref not in in_session and item is not None and item.effective_include == "agent"
-
         try:
             result = self.search.search(
                 message,
@@ -196,7 +192,8 @@ class ContextBroker:
                 top_k=top_k,
                 top_n=top_n,
                 include_score=include_score,
-                allow=allow,
+                modes=("agent",),
+                exclude=in_session,
             )
         except SearchInputError:
             raise

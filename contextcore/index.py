@@ -18,7 +18,7 @@ import numpy.typing as npt
 from .chunking import item_chunks
 from .embedding import Embedder, Vectors
 from .embedding_cache import EmbeddingCache, text_hash
-from .items import ContextItem, ItemRef, ItemType
+from .items import ContextItem, ItemRef
 from .lexical import Bm25Index
 
 __all__ = ["ChunkIndex", "IndexStats", "Layout"]
@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 class _Entry:
     chunks: list[str]
     hashes: list[str]
+    mode: str
     vectors: Vectors | None = None
 
 
@@ -48,7 +49,8 @@ class Layout:
     """The searchable arrays: one row per chunk, owners in item order."""
 
     refs: list[ItemRef]
-    types: list[ItemType]
+    types: npt.NDArray[np.str_]
+    modes: npt.NDArray[np.str_]
     starts: npt.NDArray[np.int64]
     owner: npt.NDArray[np.int64]
     chunks: list[str]
@@ -76,10 +78,14 @@ class ChunkIndex:
             ref = item.ref
             seen.add(ref)
             chunks = item_chunks(item)
+            mode = item.effective_include
             entry = self._entries.get(ref)
             if entry is not None and entry.chunks == chunks:
+                if entry.mode != mode:  # same text, new include mode: vectors stay
+                    entry.mode = mode
+                    self._layout = None
                 continue
-            self._entries[ref] = _Entry(chunks, [text_hash(c) for c in chunks])
+            self._entries[ref] = _Entry(chunks, [text_hash(c) for c in chunks], mode)
             self._pending.add(ref)
             self._layout = None
         for ref in [r for r in self._entries if r not in seen]:
@@ -142,7 +148,8 @@ class ChunkIndex:
             matrix = np.ascontiguousarray(np.concatenate(vectors), dtype=np.float32)
         return Layout(
             refs=refs,
-            types=[r.type for r in refs],
+            types=np.array([r.type for r in refs], dtype=np.str_),
+            modes=np.array([self._entries[r].mode for r in refs], dtype=np.str_),
             starts=np.asarray(starts, dtype=np.int64),
             owner=np.asarray(owner, dtype=np.int64),
             chunks=chunks,

@@ -9,7 +9,7 @@ it; the fused value is reported separately as ``score``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -21,7 +21,7 @@ from .embedding import Embedder, ModelStatus, Vectors
 from .embedding_cache import EmbeddingCache, MemoryEmbeddingCache
 from .errors import ContextCoreError, SearchInputError
 from .index import ChunkIndex, IndexStats, Layout
-from .items import ItemRef, ItemType, parse_item_type
+from .items import IncludeMode, ItemRef, ItemType, parse_item_type
 
 __all__ = ["SearchEngine", "SearchHit", "SearchMode", "SearchResult", "SearchSettings"]
 
@@ -113,11 +113,13 @@ class SearchEngine:
         top_n: int | None = None,
         include_score: float | None = None,
         mode: str | None = None,
-        allow: Callable[[ItemRef], bool] | None = None,
+        modes: Iterable[IncludeMode] | None = None,
+        exclude: Collection[ItemRef] = (),
         apply_include_score: bool = True,
         query_vector: Vectors | None = None,
     ) -> SearchResult:
-        """Rank enabled items for ``query``; ``allow`` narrows the candidates further.
+        """Rank enabled items for ``query``; ``modes`` keeps only items of those effective
+        include modes and ``exclude`` leaves out the given items.
 
         Items whose cosine similarity reaches ``include_score`` are added past ``top_n``
         unless ``apply_include_score`` is false (evaluation ranks without that cut-off).
@@ -137,7 +139,7 @@ class SearchEngine:
         layout = self._index.layout()
         if not layout.refs:
             return SearchResult((), s.mode, tuple(warnings))
-        mask = _item_mask(layout, wanted, allow)
+        mask = _item_mask(layout, wanted, modes, exclude)
         hits = self._rank(layout, query, s, mask, apply_include_score, query_vector)
         if requested != s.mode:
             log.warning("search fell back to %s mode: %s", s.mode, why)
@@ -242,15 +244,24 @@ def _parse_types(types: Iterable[str] | None) -> set[ItemType] | None:
 
 
 def _item_mask(
-    layout: Layout, wanted: set[ItemType] | None, allow: Callable[[ItemRef], bool] | None
+    layout: Layout,
+    wanted: set[ItemType] | None,
+    modes: Iterable[IncludeMode] | None,
+    exclude: Collection[ItemRef],
 ) -> npt.NDArray[np.bool_] | None:
-    if wanted is None and allow is None:
+    """Which items may be returned (None: all), as vector operations over the layout."""
+    if wanted is None and modes is None and not exclude:
         return None
-    return np.fromiter(
-        ((wanted is None or r.type in wanted) and (allow is None or allow(r)) for r in layout.refs),
-        dtype=np.bool_,
-        count=len(layout.refs),
-    )
+    mask = np.ones(len(layout.refs), dtype=np.bool_)
+    if wanted is not None:
+        mask &= np.isin(layout.types, sorted(wanted))
+    if modes is not None:
+        mask &= np.isin(layout.modes, sorted(set(modes)))
+    for ref in exclude:
+        position = layout.position.get(ref)
+        if position is not None:
+            mask[position] = False
+    return mask
 
 
 def _top_items(

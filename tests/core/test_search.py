@@ -158,3 +158,21 @@ def test_tools_are_searched_by_parameter_descriptions() -> None:
     assert (
         SearchEngine(catalog, HashEmbedder()).search("IANA timezone").hits[0].ref.name == "convert"
     )
+
+
+def test_mode_filters_follow_include_changes_without_re_embedding() -> None:
+    catalog = Catalog([Rule("deploy", "roll back a deploy", include="agent"), Rule("x", "other")])
+    embedder = HashEmbedder()
+    engine = SearchEngine(catalog, embedder)
+    assert engine.search("roll back", modes=["agent"]).hits[0].ref.name == "deploy"
+    calls = len(embedder.calls)
+    catalog.upsert(Rule("deploy", "roll back a deploy", include="manual"))
+    hits = engine.search("roll back", modes=["agent"], include_score=0.0).hits
+    assert "deploy" not in [h.ref.name for h in hits]
+    assert len(embedder.calls) == calls + 1  # only the query: the item kept its vectors
+
+
+def test_excluded_items_are_never_returned(engine: SearchEngine) -> None:
+    first = engine.search("current time in a timezone").hits[0].ref
+    again = engine.search("current time in a timezone", exclude={first}, include_score=0.0)
+    assert first not in [h.ref for h in again.hits]
