@@ -71,9 +71,12 @@ def serve(
     transport: Transport = "stdio",
     host: str | None = None,
     port: int | None = None,
+    log_level_given: bool = False,
 ) -> int:
     """Run the server until the client disconnects (stdio) or a signal stops it (HTTP)."""
     config = load_config(config_path)
+    if not log_level_given:
+        logging.getLogger().setLevel(config.server.log_level)
     parts: BrokerParts = build_broker(config, store=build_store(config))
     counts = parts.catalog.counts()
     log.info(

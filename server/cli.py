@@ -167,7 +167,13 @@ def _cmd_stats(args: argparse.Namespace) -> int:
 def _cmd_serve(args: argparse.Namespace) -> int:
     from .app import serve
 
-    return serve(args.config, transport=args.transport, host=args.host, port=args.port)
+    return serve(
+        args.config,
+        transport=args.transport,
+        host=args.host,
+        port=args.port,
+        log_level_given=args.log_level is not None,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

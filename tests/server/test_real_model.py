@@ -21,7 +21,7 @@ async def test_build_request_context_selects_items_by_meaning_with_the_real_mode
 ) -> None:
     config = load_config(write_config(tmp_path, semantic=True), environ={})
     if resolve_model_dir(config) is None:
-        pytest.skip("embedding model not prepared; run scripts/setup.sh")
+        pytest.fail("embedding model not prepared; run scripts/setup.sh")
     parts = build_broker(config)
     with anyio.fail_after(120):
         async with Client(build_server(parts.broker)) as client:
