@@ -176,3 +176,19 @@ def test_excluded_items_are_never_returned(engine: SearchEngine) -> None:
     first = engine.search("current time in a timezone").hits[0].ref
     again = engine.search("current time in a timezone", exclude={first}, include_score=0.0)
     assert first not in [h.ref for h in again.hits]
+
+
+def test_a_refreshed_server_tool_list_re_embeds_only_the_changed_tools() -> None:
+    tools = [Tool("srv", f"t{i}", f"tool number {i} does thing {i}") for i in range(5)]
+    catalog = Catalog(tools)
+    embedder = HashEmbedder()
+    engine = SearchEngine(catalog, embedder)
+    engine.index()
+    assert embedder.calls == [5]
+    changed = [*tools[:4], Tool("srv", "t4", "tool number 4 now does something else")]
+    catalog.replace_server_tools("srv", changed)
+    engine.index()
+    assert embedder.calls == [5, 1]
+    catalog.replace_server_tools("srv", changed)  # same list again: nothing to embed
+    engine.index()
+    assert embedder.calls == [5, 1]
