@@ -34,11 +34,12 @@ def main() -> None:
     embedder = FastEmbedEmbedder(config.search.model, model_dir=resolve_model_dir(config))
     load = timed(embedder.load)
     model = embedder._model  # the raw fastembed TextEmbedding, for the baseline
-    list(model.embed(chunks[:64], batch_size=64))  # warm the runtime once for both sides
-    raw, cold, warm = [], [], []
+    list(model.embed(chunks[:64]))  # warm the runtime once for both sides
+    raw, raw_default, cold, warm = [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         for run in range(args.repeats):
-            raw.append(timed(lambda: list(model.embed(chunks, batch_size=64))))
+            raw.append(timed(lambda: list(model.embed(chunks, batch_size=embedder.batch_size))))
+            raw_default.append(timed(lambda: list(model.embed(chunks))))
             path = Path(tmp) / f"cache-{run}.sqlite3"
             engine = SearchEngine(Catalog(items), embedder, cache=SqliteEmbeddingCache(path))
             cold.append(timed(engine.index))
@@ -47,11 +48,21 @@ def main() -> None:
             warm.append(timed(restarted.index))
             assert fresh.status().loaded is False, "a warm restart must not need the model"
     r, c, w = median(raw), median(cold), median(warm)
+    rd = median(raw_default)
     print(f"catalog: {len(items)} tools, {len(chunks)} chunks; model load {load:.2f} s")
-    print(f"raw fastembed   median {r:.3f} s  runs {[round(x, 3) for x in raw]}")
+    print(
+        f"raw fastembed   median {r:.3f} s  runs {[round(x, 3) for x in raw]}"
+        f"  (batch {embedder.batch_size}, as the broker embeds)"
+    )
+    print(
+        f"raw fastembed   median {rd:.3f} s  runs {[round(x, 3) for x in raw_default]}"
+        "  (fastembed's default batch size)"
+    )
     print(f"cold index      median {c:.3f} s  runs {[round(x, 3) for x in cold]}")
     print(f"warm restart    median {w:.3f} s  runs {[round(x, 3) for x in warm]}")
-    print(f"cold / raw  = {c / r:.3f}  (target <= 1.15)")
+    print(
+        f"cold / raw  = {c / r:.3f}  (target <= 1.15; against the default batch size {c / rd:.3f})"
+    )
     print(f"warm / cold = {w / c:.3f}  (target <= 0.10)")
 
 

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from .assembly_model import AssemblyModelSpec
 from .errors import ConfigError
 from .items import IncludeMode
 
@@ -206,6 +207,7 @@ class BrokerConfig(_Model):
     gateway: GatewayConfig = GatewayConfig()
     servers: dict[str, DownstreamConfig] = Field(default_factory=dict)
     mcp_servers_file: Path | None = None
+    models: dict[str, AssemblyModelSpec] = Field(default_factory=dict)
     base_dir: Path = Path(".")
 
     def resolve(self, path: Path) -> Path:

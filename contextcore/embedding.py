@@ -82,7 +82,7 @@ class FastEmbedEmbedder:
         model_dir: Path | None = None,
         cache_dir: Path | None = None,
         threads: int | None = None,
-        batch_size: int = 16,
+        batch_size: int = 8,
     ) -> None:
         self._model_name = model_name
         self._model_dir = model_dir
@@ -96,6 +96,11 @@ class FastEmbedEmbedder:
     @property
     def model_name(self) -> str:
         return self._model_name
+
+    @property
+    def batch_size(self) -> int:
+        """Texts per model run: small batches keep the runtime's memory arena small."""
+        return self._batch_size
 
     def _source(self) -> ModelSource:
         return "local directory" if self._model_dir is not None else "hub or fastembed cache"
@@ -130,7 +135,9 @@ class FastEmbedEmbedder:
                     f"model directory {str(self._model_dir)!r} lacks {', '.join(missing)}; "
                     "run 'context-broker setup-model' to prepare it"
                 )
-            kwargs["specific_model_path"] = str(self._model_dir)
+            optimized = self._model_dir / "optimized"
+            use = optimized if (optimized / "SOURCE").is_file() else self._model_dir
+            kwargs["specific_model_path"] = str(use)
         if self._cache_dir is not None:
             kwargs["cache_dir"] = str(self._cache_dir)
         from fastembed import TextEmbedding

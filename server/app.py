@@ -103,6 +103,7 @@ def serve(
         downstream=downstream,
         history=history,
         summarizers=SummarizerFactory(config.history.summarizer),
+        models=config.models,
     )
     if transport == "stdio":
         anyio.run(_with_gateway, gateway, _serve_stdio, server)

@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from mcp import MCPError, types
 from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp.server.subscriptions import ListenHandler
 
+from contextcore.assembly_model import AssemblyModelSpec
 from contextcore.broker import ContextBroker
 from contextcore.config import HistoryConfig
 from contextcore.history_service import HistoryService
 from tools.analytics import GET_USAGE_STATS
+from tools.assembly import ASSEMBLY_TOOLS
 from tools.history import HISTORY_TOOLS
 from tools.surface import CONTEXT_TOOLS, ToolSpec
 
@@ -28,7 +31,7 @@ __all__ = ["SERVER_NAME", "build_server", "list_tools"]
 log = logging.getLogger(__name__)
 
 SERVER_NAME = "context-broker"
-TOOLS = (*CONTEXT_TOOLS, *HISTORY_TOOLS, GET_USAGE_STATS)
+TOOLS = (*CONTEXT_TOOLS, *HISTORY_TOOLS, *ASSEMBLY_TOOLS, GET_USAGE_STATS)
 INSTRUCTIONS = (
     "Call create_session once per conversation and keep its session_id. Before answering each "
     "user message, call build_request_context(session_id, message) and use the rules, "
@@ -59,13 +62,14 @@ def build_server(
     downstream: Downstream | None = None,
     history: HistoryService | None = None,
     summarizers: SummarizerFactory | None = None,
+    models: Mapping[str, AssemblyModelSpec] | None = None,
 ) -> Server[Any]:
     """An MCP server exposing ``broker``'s tools and resources on any transport, its history
     tools, and, with ``downstream``, the gateway's tools, resources and prompts."""
     history = history or HistoryService(broker, HistoryConfig())
     if downstream is not None and downstream.history is None:
         downstream.history = history
-    runner = ToolRunner(broker, TOOLS, history=history, summarizers=summarizers)
+    runner = ToolRunner(broker, TOOLS, history=history, summarizers=summarizers, models=models)
     reader = ResourceReader(broker)
     tool_list = list_tools(TOOLS)
 

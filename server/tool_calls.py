@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 import anyio.to_thread
@@ -12,6 +13,7 @@ from mcp import types
 from mcp.server import ServerRequestContext
 from pydantic import BaseModel, ValidationError
 
+from contextcore.assembly_model import AssemblyModelSpec
 from contextcore.broker import ContextBroker
 from contextcore.errors import ContextCoreError
 from contextcore.history_service import HistoryService
@@ -76,8 +78,10 @@ class ToolRunner:
         *,
         history: HistoryService | None = None,
         summarizers: SummarizerFactory | None = None,
+        models: Mapping[str, AssemblyModelSpec] | None = None,
     ) -> None:
         self.broker = broker
+        self.models = dict(models or {})
         self.specs = {s.name: s for s in specs}
         self.history = history
         self.summarizers = summarizers
@@ -93,7 +97,7 @@ class ToolRunner:
         chain = None
         if self.summarizers is not None:
             chain = self.summarizers.chain(sampler_for(ctx))
-        return ToolContext(self.broker, self.history, chain)
+        return ToolContext(self.broker, self.history, chain, self.models)
 
     def _work(self, spec: ToolSpec, target: Any, args: BaseModel) -> BaseModel:  # type: ignore[type-arg]
         if spec.uses_search:

@@ -3,12 +3,13 @@ short text rendering. The server turns these into MCP tools; nothing here import
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from contextcore.assembly_model import AssemblyModelSpec
 from contextcore.broker import ContextBroker
 from contextcore.history import SummarizerChain
 from contextcore.history_service import HistoryService
@@ -36,11 +37,13 @@ R = TypeVar("R", bound=Out)
 class ToolContext:
     """What a tool with ``takes_context`` receives instead of the bare broker: the shared
     services and, per call, the summarizer chain the server built for this request (LLM API,
-    MCP sampling when the calling client offers it, extractive)."""
+    MCP sampling when the calling client offers it, extractive), and the assembly models
+    the config names (``[models.<name>]``)."""
 
     broker: ContextBroker
     history: HistoryService
     summarizer: SummarizerChain | None = None
+    models: Mapping[str, AssemblyModelSpec] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

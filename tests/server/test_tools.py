@@ -35,6 +35,7 @@ TOOLS = {
     "get_snapshot",
     "get_context_stats",
     "get_usage_stats",
+    "assemble_context",
 }
 
 
