@@ -6,6 +6,7 @@
      ├── SearchInputError     a search request is malformed (empty query, bad topN, ...)
      ├── SessionError         an unknown session or request, or a malformed session id
      ├── HistoryError         a message list or filter specification is invalid
+     ├── AssemblyError        an assembly model breaks a rule (contextcore.assembly_model)
      └── ModelError           the embedding model cannot be prepared or loaded
 
 Every error carries a ``field`` when one input field is at fault, so adapters can name it.
