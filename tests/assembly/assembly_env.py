@@ -4,14 +4,13 @@ tools, plus call helpers."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
-from mcp import Client, MCPError, types
-from mcp.server import Server, ServerRequestContext
+from mcp import Client
+from mcp.server import Server
 
 from contextcore.assembly import AssemblyModelSpec
 from contextcore.broker import ContextBroker
@@ -21,12 +20,7 @@ from contextcore.embedding import HashEmbedder
 from contextcore.history_service import HistoryService
 from contextcore.items import Reference, Rule, Tool
 from contextcore.search import SearchEngine
-from server.mcp_server import list_tools
-from server.tool_calls import ToolRunner
-from tools._spec import ToolContext, ToolSpec
-from tools.assembly import ASSEMBLE_CONTEXT, ASSEMBLY_TOOLS
-from tools.history import HISTORY_TOOLS
-from tools.surface import CONTEXT_TOOLS
+from server.mcp_server import build_server
 
 QUIET = HistoryConfig(auto_summarize=False)
 
@@ -58,54 +52,18 @@ class AssemblyEnv:
         return Client(self.server)
 
 
-def with_models(models: Mapping[str, AssemblyModelSpec]) -> ToolSpec:  # type: ignore[type-arg]
-    """ASSEMBLE_CONTEXT seeing ``models`` as the config's named models (what the server
-    will do by passing them to ToolContext)."""
-
-    def run(ctx: ToolContext, args: Any) -> Any:
-        return ASSEMBLE_CONTEXT.run(dataclasses.replace(ctx, models=models), args)
-
-    return dataclasses.replace(ASSEMBLE_CONTEXT, run=run)
-
-
-def build_test_server(runner: ToolRunner) -> Server[Any]:
-    tool_list = list_tools(tuple(runner.specs.values()))
-
-    async def on_list_tools(
-        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=tool_list)
-
-    async def on_call_tool(
-        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
-        spec = runner.specs.get(params.name)
-        if spec is None:
-            raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}")
-        return await runner.call(spec, params.arguments or {}, ctx)
-
-    return Server(
-        "context-broker-assembly-test",
-        get_tool_input_schema=lambda name: (
-            runner.specs[name].input_schema() if name in runner.specs else None
-        ),
-        on_list_tools=on_list_tools,
-        on_call_tool=on_call_tool,
-    )
-
-
 def build_env(
     *,
     history: HistoryConfig = QUIET,
     models: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> AssemblyEnv:
+    """The real server (``build_server``) over a fixed catalog; ``models`` are passed as the
+    config's named models."""
     catalog = Catalog(sample_items())
     broker = ContextBroker(catalog, SearchEngine(catalog, HashEmbedder()))
     service = HistoryService(broker, history)
     specs = {k: AssemblyModelSpec.model_validate(v) for k, v in (models or {}).items()}
-    assembly = (with_models(specs),) if models else ASSEMBLY_TOOLS
-    runner = ToolRunner(broker, CONTEXT_TOOLS + HISTORY_TOOLS + assembly, history=service)
-    return AssemblyEnv(broker, service, build_test_server(runner))
+    return AssemblyEnv(broker, service, build_server(broker, history=service, models=specs))
 
 
 async def call(client: Client, name: str, /, **arguments: Any) -> dict[str, Any]:
