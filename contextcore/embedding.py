@@ -149,8 +149,17 @@ class FastEmbedEmbedder:
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         self.load()
-        rows = list(self._model.embed(list(texts), batch_size=self._batch_size))
-        return _normalise(np.asarray(rows, dtype=np.float32))
+        out: Vectors | None = None
+        # Rows go straight into one preallocated matrix: no list of rows, no extra copies.
+        for i, row in enumerate(self._model.embed(list(texts), batch_size=self._batch_size)):
+            if out is None:
+                out = np.empty((len(texts), len(row)), dtype=np.float32)
+            out[i] = row
+        assert out is not None
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        out /= norms
+        return out
 
 
 _TOKEN = re.compile(r"[a-z0-9]+")

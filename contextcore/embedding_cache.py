@@ -86,11 +86,17 @@ class SqliteEmbeddingCache:
         return out
 
     def put_many(self, model: str, vectors: Mapping[str, Vectors]) -> None:
-        rows = [(model, h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in vectors.items()]
+        items = list(vectors.items())
         with self._lock:
-            self._db.executemany(
-                "INSERT OR REPLACE INTO embeddings (model, hash, vector) VALUES (?, ?, ?)", rows
-            )
+            for start in range(0, len(items), self._BATCH):  # bounded memory for big batches
+                rows = [
+                    (model, h, np.asarray(v, dtype=np.float32).tobytes())
+                    for h, v in items[start : start + self._BATCH]
+                ]
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO embeddings (model, hash, vector) VALUES (?, ?, ?)",
+                    rows,
+                )
             self._db.commit()
 
     def close(self) -> None:

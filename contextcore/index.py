@@ -146,6 +146,11 @@ class ChunkIndex:
         matrix = None
         if complete and vectors:
             matrix = np.ascontiguousarray(np.concatenate(vectors), dtype=np.float32)
+            del vectors
+            # Entries keep views into the matrix, so each vector is held once.
+            for ref, start in zip(refs, starts, strict=True):
+                entry = self._entries[ref]
+                entry.vectors = matrix[start : start + len(entry.chunks)]
         return Layout(
             refs=refs,
             types=np.array([r.type for r in refs], dtype=np.str_),
