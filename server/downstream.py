@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import logging
-import weakref
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,6 +38,7 @@ __all__ = ["Downstream"]
 log = logging.getLogger(__name__)
 
 CALL_TOOL = "call_tool"
+_MAX_LISTENERS = 256
 LIST_SERVERS = "list_servers"
 
 
@@ -71,7 +72,9 @@ class Downstream:
         self._record = dict(record or {})
         self._record_max_chars = record_max_chars
         self.bus = InMemorySubscriptionBus()
-        self._sessions: weakref.WeakSet[ServerSession] = weakref.WeakSet()
+        # One session object per host connection (the SDK makes one per request; each sends
+        # on its connection's standalone stream), the most recent connections first kept.
+        self._sessions: OrderedDict[int, ServerSession] = OrderedDict()
         gateway.on_exposed_change = self._exposed_changed
         self._fixed = [
             _tool(CALL_TOOL, CALL_TOOL_DESCRIPTION, CallToolArgs, None),
@@ -79,9 +82,14 @@ class Downstream:
         ]
 
     def remember(self, session: ServerSession | None) -> None:
-        """Keep a host session that may want ``tools/list_changed`` later."""
-        if session is not None:
-            self._sessions.add(session)
+        """Keep a host connection that may want ``tools/list_changed`` later."""
+        if session is None:
+            return
+        key = id(getattr(session, "_connection", session))
+        self._sessions[key] = session
+        self._sessions.move_to_end(key)
+        while len(self._sessions) > _MAX_LISTENERS:
+            self._sessions.popitem(last=False)
 
     async def tools(self) -> list[types.Tool]:
         """``call_tool``, ``list_servers`` and every exposed downstream tool; waits for the
@@ -185,10 +193,10 @@ class Downstream:
     async def _exposed_changed(self, exposed: list[ExposedTool]) -> None:
         log.info("exposed downstream tools changed (%d now); notifying hosts", len(exposed))
         await self.bus.publish(ToolsListChanged())
-        for session in list(self._sessions):
+        for key, session in list(self._sessions.items()):
             try:
                 with anyio.fail_after(5):
                     await session.send_tool_list_changed()
             except Exception as exc:  # a host that went away must not stop the others
                 log.debug("could not send tools/list_changed: %s", exc)
-                self._sessions.discard(session)
+                self._sessions.pop(key, None)

@@ -268,3 +268,35 @@ async def test_calls_with_a_session_id_are_recorded_in_its_history_and_trimmed_l
             ids = [m["tool_calls"][0]["id"] for m in kept if m.get("tool_calls")]
             answered = [m["tool_call_id"] for m in kept if m["role"] == "tool"]
             assert ids == answered  # the pipeline keeps each call with its result
+
+
+async def test_hosts_hear_tools_list_changed_when_the_exposed_tools_change(
+    tmp_path: Path,
+) -> None:
+    heard: list[anyio.Event] = [anyio.Event()]
+
+    async def on_message(message: Any) -> None:
+        if getattr(message, "method", None) == "notifications/tools/list_changed":
+            heard[-1].set()
+
+    with anyio.fail_after(60):
+        async with Client(
+            params(config(tmp_path)), mode="legacy", message_handler=on_message
+        ) as client:
+            names = [t.name for t in (await client.list_tools()).tools]
+            assert "alpha__grow" in names and "alpha__fresh" not in names
+            heard.append(anyio.Event())  # from here on, only what the grow call causes
+            await client.call_tool("alpha__grow", {"name": "fresh"})
+            await heard[-1].wait()  # handshake era: a notification on the connection
+            names = [t.name for t in (await client.list_tools()).tools]
+            assert "alpha__fresh" in names
+
+    with anyio.fail_after(60):
+        async with Client(params(config(tmp_path)), mode="auto") as client:
+            await client.list_tools()
+            async with client.listen(tools_list_changed=True) as events:
+                await client.call_tool("beta__grow", {"name": "newer"})
+                async for _ in events:  # 2026-07-28: an event on the listen stream
+                    break
+            names = [t.name for t in (await client.list_tools()).tools]
+            assert "beta__newer" in names
