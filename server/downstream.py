@@ -131,7 +131,11 @@ class Downstream:
                 self.broker.session(session_id)
             except ContextCoreError as exc:
                 return error_result(f"{name}: {exc.field}: {exc.message}")
-        result = await self._forward(server, tool, arguments, session)
+        wants_progress = bool(meta) and any(
+            k in meta
+            for k in ("progress_token", "progressToken")  # type: ignore[operator]
+        )
+        result = await self._forward(server, tool, arguments, session if wants_progress else None)
         if session_id is not None and self.history is not None and self._record.get(server, True):
             await self._record_call(session_id, tool, arguments, result)
         return result
@@ -139,12 +143,16 @@ class Downstream:
     async def _forward(
         self, server: str, tool: str, arguments: dict[str, Any], session: ServerSession | None
     ) -> types.CallToolResult:
-        async def progress(value: float, total: float | None, message: str | None) -> None:
-            if session is not None:
-                await session.report_progress(value, total, message)
+        """Call downstream; ``session`` (given when the host asked for progress) receives the
+        downstream's progress notifications."""
 
+        async def progress(value: float, total: float | None, message: str | None) -> None:
+            assert session is not None
+            await session.report_progress(value, total, message)
+
+        callback = progress if session is not None else None
         try:
-            return await self.gateway.call_tool(server, tool, arguments, progress_callback=progress)
+            return await self.gateway.call_tool(server, tool, arguments, progress_callback=callback)
         except GatewayError as exc:
             return error_result(str(exc))
 

@@ -300,3 +300,36 @@ async def test_hosts_hear_tools_list_changed_when_the_exposed_tools_change(
                     break
             names = [t.name for t in (await client.list_tools()).tools]
             assert "beta__newer" in names
+
+
+async def test_downstream_progress_reaches_the_host_through_the_broker(tmp_path: Path) -> None:
+    extra = f'\n[servers.everything]\ncommand = "{EVERYTHING}"\n'
+    seen: list[float] = []
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        seen.append(value)
+
+    with anyio.fail_after(60):
+        async with Client(params(config(tmp_path, extra=extra)), mode="legacy") as client:
+            await client.list_tools()
+            result = await client.call_tool(
+                "call_tool",
+                {
+                    "server": "everything",
+                    "tool": "trigger-long-running-operation",
+                    "arguments": {"duration": 0.3, "steps": 3},
+                },
+                progress_callback=progress,
+            )
+            assert not result.is_error
+            assert seen == [1, 2, 3]
+            seen.clear()
+            quiet = await client.call_tool(
+                "call_tool",
+                {
+                    "server": "everything",
+                    "tool": "trigger-long-running-operation",
+                    "arguments": {"duration": 0.1, "steps": 2},
+                },
+            )
+            assert not quiet.is_error and seen == []
