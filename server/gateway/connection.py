@@ -105,15 +105,7 @@ class Connection:
 
     async def list_tools(self) -> list[types.Tool]:
         """Every tool, following pagination."""
-        tools: list[types.Tool] = []
-        cursor: str | None = None
-        while True:
-            params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-            page = await self.session.list_tools(params=params)
-            tools += page.tools
-            cursor = page.next_cursor
-            if not cursor:
-                return tools
+        return await _all_pages(self.session.list_tools, "tools")
 
     async def call_tool(
         self,
@@ -138,29 +130,13 @@ class Connection:
         """Every resource, following pagination (empty when the server has none)."""
         if self.capabilities.resources is None:
             return []
-        out: list[types.Resource] = []
-        cursor: str | None = None
-        while True:
-            params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-            page = await self.session.list_resources(params=params)
-            out += page.resources
-            cursor = page.next_cursor
-            if not cursor:
-                return out
+        return await _all_pages(self.session.list_resources, "resources")
 
     async def list_prompts(self) -> list[types.Prompt]:
         """Every prompt, following pagination (empty when the server has none)."""
         if self.capabilities.prompts is None:
             return []
-        out: list[types.Prompt] = []
-        cursor: str | None = None
-        while True:
-            params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-            page = await self.session.list_prompts(params=params)
-            out += page.prompts
-            cursor = page.next_cursor
-            if not cursor:
-                return out
+        return await _all_pages(self.session.list_prompts, "prompts")
 
 
 def read_tail(stream: IO[bytes] | None) -> str:
@@ -251,3 +227,16 @@ async def open_connection(
     await stack.enter_async_context(session)
     await session.initialize()
     return Connection(name, session, closed, stderr)
+
+
+async def _all_pages(fetch: Any, field: str) -> list[Any]:
+    """Every item of a paginated list call (``fetch(params=...)``), following cursors."""
+    out: list[Any] = []
+    cursor: str | None = None
+    while True:
+        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await fetch(params=params)
+        out += getattr(page, field)
+        cursor = page.next_cursor
+        if not cursor:
+            return out
