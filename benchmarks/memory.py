@@ -51,10 +51,16 @@ def child(chunks: int, batch_size: int, cache: Path) -> None:
     stats = engine.index()
     result = engine.search("read a file from the repository")
     assert result.mode == "hybrid" and result.hits
-    print(json.dumps({
-        "chunks": stats.chunks, "embedded": stats.embedded,
-        "peak_mb": _status("VmHWM"), "steady_mb": _status("VmRSS"),
-    }))
+    print(
+        json.dumps(
+            {
+                "chunks": stats.chunks,
+                "embedded": stats.embedded,
+                "peak_mb": _status("VmHWM"),
+                "steady_mb": _status("VmRSS"),
+            }
+        )
+    )
 
 
 def main() -> None:
@@ -70,13 +76,25 @@ def main() -> None:
         cache = Path(tmp) / "emb.sqlite3"
         for phase in ("cold", "warm"):
             out = subprocess.run(
-                [sys.executable, __file__, "--chunks", str(args.chunks),
-                 "--batch-size", str(args.batch_size), "--child", str(cache)],
-                capture_output=True, text=True, check=True,
+                [
+                    sys.executable,
+                    __file__,
+                    "--chunks",
+                    str(args.chunks),
+                    "--batch-size",
+                    str(args.batch_size),
+                    "--child",
+                    str(cache),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
             )
             r = json.loads(out.stdout.strip().splitlines()[-1])
-            print(f"{phase}: {r['chunks']} chunks ({r['embedded']} embedded), "
-                  f"peak RSS {r['peak_mb']:.0f} MB, steady RSS {r['steady_mb']:.0f} MB")
+            print(
+                f"{phase}: {r['chunks']} chunks ({r['embedded']} embedded), "
+                f"peak RSS {r['peak_mb']:.0f} MB, steady RSS {r['steady_mb']:.0f} MB"
+            )
     print("target: <= 300 MB")
 
 

@@ -35,6 +35,9 @@ class RandomEmbedder:
     def status(self) -> ModelStatus:
         return ModelStatus(self.model_name, "fake", True)
 
+    def load(self) -> None:
+        pass
+
     def embed(self, texts: Sequence[str]) -> Vectors:
         out = np.empty((len(texts), DIM), dtype=np.float32)
         for i, text in enumerate(texts):

@@ -55,6 +55,10 @@ class Embedder(Protocol):
     @property
     def model_name(self) -> str: ...
 
+    def load(self) -> None:
+        """Make the model ready now; raise ``ModelError`` if it cannot be loaded."""
+        ...
+
     def embed(self, texts: Sequence[str]) -> Vectors:
         """Embed a batch of texts: shape ``(len(texts), dim)``, rows L2-normalised."""
         ...
@@ -185,6 +189,10 @@ class HashEmbedder:
         if self.fail:
             return ModelStatus(self.model_name, "unavailable", False, "fake failure")
         return ModelStatus(self.model_name, "fake", True)
+
+    def load(self) -> None:
+        if self.fail:
+            raise ModelError("fake embedder configured to fail")
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         if self.fail:

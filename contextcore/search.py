@@ -95,11 +95,12 @@ class SearchEngine:
             self._synced_version = version
 
     def index(self) -> IndexStats:
-        """Embed everything not yet embedded and build the search arrays now (search does
-        this on demand)."""
+        """Load the model, embed everything not yet embedded and build the search arrays now
+        (search does this on demand)."""
         self._sync()
         if self.embedder is None:
             return IndexStats(len(self._index), len(self._index.layout().chunks), 0, 0)
+        self.embedder.load()
         stats = self._index.embed_missing(self.embedder)
         layout = self._index.layout()
         return stats or IndexStats(len(self._index), len(layout.chunks), 0, 0)
@@ -160,6 +161,8 @@ class SearchEngine:
         if self.embedder is None:
             return False, "no embedding model is configured"
         try:
+            # The model first: its load-time peak then never stacks on a freshly built index.
+            self.embedder.load()
             self._index.embed_missing(self.embedder)
         except ContextCoreError as exc:
             return False, exc.message
