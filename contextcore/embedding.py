@@ -77,6 +77,9 @@ class FastEmbedEmbedder:
 
     With ``model_dir`` the model is read from that local directory (see
     ``context-broker setup-model``); without it fastembed uses its cache or downloads from the hub.
+    Batches of ``bulk_threshold`` texts or more are embedded in a child process (see
+    ``contextcore.bulk_embed``), so the serving process never holds the runtime memory a
+    whole catalog's embedding grows; ``None`` embeds everything in this process.
     """
 
     def __init__(
@@ -87,12 +90,14 @@ class FastEmbedEmbedder:
         cache_dir: Path | None = None,
         threads: int | None = None,
         batch_size: int = 8,
+        bulk_threshold: int | None = 256,
     ) -> None:
         self._model_name = model_name
         self._model_dir = model_dir
         self._cache_dir = cache_dir
         self._threads = threads
         self._batch_size = batch_size
+        self._bulk_threshold = bulk_threshold
         self._model: Any = None
         self._error: str | None = None
         self._lock = threading.Lock()
@@ -153,6 +158,11 @@ class FastEmbedEmbedder:
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         self.load()
+        if self._bulk_threshold is not None and len(texts) >= self._bulk_threshold:
+            try:
+                return self._embed_in_child(texts)
+            except ModelError as exc:
+                log.warning("embedding in this process instead: %s", exc)
         out: Vectors | None = None
         # Rows go straight into one preallocated matrix: no list of rows, no extra copies.
         for i, row in enumerate(self._model.embed(list(texts), batch_size=self._batch_size)):
@@ -164,6 +174,19 @@ class FastEmbedEmbedder:
         norms[norms == 0] = 1.0
         out /= norms
         return out
+
+    def _embed_in_child(self, texts: Sequence[str]) -> Vectors:
+        from .bulk_embed import embed_in_child
+
+        settings = {
+            "model_name": self._model_name,
+            "model_dir": str(self._model_dir) if self._model_dir else None,
+            "cache_dir": str(self._cache_dir) if self._cache_dir else None,
+            "threads": self._threads,
+            "batch_size": self._batch_size,
+        }
+        # Generous: about 50 ms a text on a slow machine, plus start-up.
+        return embed_in_child(settings, texts, timeout=60 + 0.05 * len(texts))
 
 
 _TOKEN = re.compile(r"[a-z0-9]+")

@@ -49,3 +49,37 @@ def test_hybrid_is_at_least_as_good_as_dense_and_lexical(
     assert score["hybrid"] >= max(score["dense"], score["lexical"]), score
     if name == "queries-multi.jsonl":
         assert score["hybrid"] >= score["dense"] + 0.03, score
+
+
+def test_big_batches_are_embedded_in_a_child_process_with_identical_vectors(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import numpy as np
+
+    from contextcore import bulk_embed
+    from contextcore.embedding import FastEmbedEmbedder
+    from contextcore.factory import resolve_model_dir
+
+    model_dir = resolve_model_dir(BrokerConfig())
+    texts = [f"roll back deploy number {i} of the orders service" for i in range(40)]
+    in_child = FastEmbedEmbedder(model_dir=model_dir, bulk_threshold=10)
+    here = FastEmbedEmbedder(model_dir=model_dir, bulk_threshold=None)
+    calls: list[int] = []
+    real = bulk_embed.embed_in_child
+
+    def spy(settings: dict, batch: list[str], *, timeout: float) -> np.ndarray:
+        calls.append(len(batch))
+        return real(settings, batch, timeout=timeout)
+
+    monkeypatch.setattr(bulk_embed, "embed_in_child", spy)
+    assert np.allclose(in_child.embed(texts), here.embed(texts), atol=1e-6)
+    assert calls == [40]
+    in_child.embed(texts[:5])  # small batches stay in this process
+    assert calls == [40]
+
+    monkeypatch.setattr(bulk_embed, "embed_in_child", real)
+    monkeypatch.setattr(bulk_embed.sys, "executable", "/nonexistent/python")
+    with caplog.at_level("WARNING"):
+        vectors = in_child.embed(texts)
+    assert np.allclose(vectors, here.embed(texts), atol=1e-6)
+    assert "embedding in this process instead" in caplog.text
