@@ -4,6 +4,7 @@ stdio, Streamable HTTP or legacy SSE."""
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 from typing import Any, Literal
 
@@ -11,7 +12,7 @@ import anyio
 from mcp.server import Server
 
 from contextcore.config import BrokerConfig, load_config
-from contextcore.errors import ConfigError
+from contextcore.errors import ConfigError, ContextCoreError
 from contextcore.factory import BrokerParts, build_broker
 from contextcore.history_service import HistoryService
 from contextcore.sessions import SessionStore
@@ -86,6 +87,7 @@ def serve(
         transport,
         config.persistence.backend,
     )
+    _load_model_in_background(parts)
     gateway = build_gateway(config, parts)
     history = HistoryService(parts.broker, config.history)
     downstream = None
@@ -115,6 +117,25 @@ def serve(
     bind_port = http.port if port is None else port
     anyio.run(_with_gateway, gateway, run_http, app, transport, bind_host, bind_port)
     return 0
+
+
+def _load_model_in_background(parts: BrokerParts) -> None:
+    """Load the embedding model while the server starts answering, so the first request does
+    not wait for it and a missing model is reported at startup, not at the first search."""
+    embedder = parts.embedder
+    if embedder is None:
+        log.warning("semantic search is off (search.semantic = false): lexical search only")
+        return
+
+    def load() -> None:
+        try:
+            embedder.load()
+        except ContextCoreError as exc:
+            log.warning("SEMANTIC SEARCH UNAVAILABLE, serving with lexical search only: %s", exc)
+        else:
+            log.info("embedding model %s ready (%s)", embedder.model_name, embedder.status().source)
+
+    threading.Thread(target=load, name="model-load", daemon=True).start()
 
 
 def build_gateway(config: BrokerConfig, parts: BrokerParts) -> Gateway | None:

@@ -10,7 +10,7 @@ import anyio
 import httpx2
 import pytest
 from broker_procs import BROKER, running_broker, server_env, write_config
-from mcp import Client, StdioServerParameters
+from mcp import Client, StdioServerParameters, stdio_client
 from mcp.client.sse import sse_client
 
 INIT = {
@@ -166,3 +166,20 @@ async def test_a_session_survives_sigkill_right_after_a_tool_call(tmp_path: Path
     assert names == ["python-style", "commit-messages"]
     assert after.structured_content == before.structured_content
     assert got.structured_content["items"] == built.structured_content["items"]  # type: ignore[index]
+
+
+async def test_a_missing_model_is_reported_loudly_at_startup(tmp_path: Path) -> None:
+    config = write_config(tmp_path, extra="")
+    text = config.read_text().replace("[search]\n", '[search]\nmodel_dir = "missing-model"\n', 1)
+    config.write_text(text.replace("semantic = false", "semantic = true"))
+    log_path = tmp_path / "stderr.log"
+    params = StdioServerParameters(
+        command=BROKER, args=["serve", "--config", str(config)], env=server_env()
+    )
+    with anyio.fail_after(60), log_path.open("w") as errlog:
+        async with Client(stdio_client(params, errlog=errlog), mode="legacy") as client:
+            built = await _round_trip(client)
+            assert built["search_mode"] == "lexical" and built["warnings"]
+            while "SEMANTIC SEARCH UNAVAILABLE" not in log_path.read_text():
+                await anyio.sleep(0.05)  # bounded by fail_after above
+    assert "setup-model" in log_path.read_text()
