@@ -124,7 +124,7 @@ def _load_model_in_background(parts: BrokerParts) -> None:
     not wait for it and a missing model is reported at startup, not at the first search."""
     embedder = parts.embedder
     if embedder is None:
-        log.warning("semantic search is off (search.semantic = false): lexical search only")
+        log.info("semantic search is off (search.semantic = false): lexical search only")
         return
 
     def load() -> None:
