@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
 from mcp import Client
 from mcp.server import Server
 
@@ -21,6 +20,7 @@ from contextcore.history_service import HistoryService
 from contextcore.items import Reference, Rule, Tool
 from contextcore.search import SearchEngine
 from server.mcp_server import build_server
+from tests.mcp_calls import call
 
 QUIET = HistoryConfig(auto_summarize=False)
 
@@ -64,24 +64,6 @@ def build_env(
     service = HistoryService(broker, history)
     specs = {k: AssemblyModelSpec.model_validate(v) for k, v in (models or {}).items()}
     return AssemblyEnv(broker, service, build_server(broker, history=service, models=specs))
-
-
-async def call(client: Client, name: str, /, **arguments: Any) -> dict[str, Any]:
-    with anyio.fail_after(10):
-        result = await client.call_tool(name, arguments)
-    assert not result.is_error, result.content
-    assert result.content[0].type == "text" and result.content[0].text
-    assert isinstance(result.structured_content, dict)
-    return result.structured_content
-
-
-async def error(client: Client, name: str, /, **arguments: Any) -> str:
-    with anyio.fail_after(10):
-        result = await client.call_tool(name, arguments)
-    assert result.is_error, result.structured_content
-    text = result.content[0].text  # type: ignore[union-attr]
-    assert text.startswith(name)
-    return text
 
 
 async def new_session(client: Client, *adds: tuple[str, str, str | None]) -> str:

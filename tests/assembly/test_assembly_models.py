@@ -8,10 +8,11 @@ import json
 from typing import Any
 
 import pytest
-from assembly_env import AssemblyEnv, call, chat, error, new_session, tool_turn
+from assembly_env import AssemblyEnv, chat, new_session, tool_turn
 from pydantic import BaseModel, ValidationError
 
 from contextcore.assembly import AssemblyModelSpec
+from tests.mcp_calls import call, error
 
 BRIEF = {
     "intro": "Be brief.",

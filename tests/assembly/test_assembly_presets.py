@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from assembly_env import AssemblyEnv, call, chat, error, new_session, tool_turn
+from assembly_env import AssemblyEnv, chat, new_session, tool_turn
 
 from contextcore.assembly_model import DEFAULT_INTRO
 from contextcore.config import HistoryConfig
 from contextcore.history import message_tokens
+from tests.mcp_calls import call, error
 
 
 def kinds(out: dict[str, Any]) -> list[str]:

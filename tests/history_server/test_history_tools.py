@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import anyio
 import pytest
 from history_env import HistoryEnv
 from mcp import Client
 from test_history_service import chat, tool_turn
+
+from tests.mcp_calls import call, error
 
 HISTORY_TOOLS = {
     "append_messages",
@@ -22,24 +23,6 @@ HISTORY_TOOLS = {
     "get_snapshot",
     "get_context_stats",
 }
-
-
-async def call(client: Client, name: str, /, **arguments: Any) -> dict[str, Any]:
-    with anyio.fail_after(10):
-        result = await client.call_tool(name, arguments)
-    assert not result.is_error, result.content
-    assert result.content[0].type == "text" and result.content[0].text
-    assert isinstance(result.structured_content, dict)
-    return result.structured_content
-
-
-async def error(client: Client, name: str, /, **arguments: Any) -> str:
-    with anyio.fail_after(10):
-        result = await client.call_tool(name, arguments)
-    assert result.is_error, result.structured_content
-    text = result.content[0].text  # type: ignore[union-attr]
-    assert text.startswith(f"{name}")
-    return text
 
 
 async def new_session(client: Client) -> str:

@@ -14,6 +14,7 @@ from contextcore.config import BrokerConfig
 from contextcore.embedding import HashEmbedder
 from contextcore.factory import build_broker
 from server.mcp_server import build_server
+from tests.mcp_calls import call, error
 
 TOOLS = {
     "create_session",
@@ -37,22 +38,6 @@ TOOLS = {
     "get_usage_stats",
     "assemble_context",
 }
-
-
-async def call(client: Client, name: str, /, **arguments: Any) -> dict[str, Any]:
-    result = await client.call_tool(name, arguments)
-    assert not result.is_error, result.content
-    assert result.content and result.content[0].type == "text" and result.content[0].text
-    assert isinstance(result.structured_content, dict)
-    return result.structured_content
-
-
-async def error(client: Client, name: str, /, **arguments: Any) -> str:
-    result = await client.call_tool(name, arguments)
-    assert result.is_error
-    text = result.content[0].text  # type: ignore[union-attr]
-    assert len(text) <= 2000
-    return text
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
