@@ -10,8 +10,9 @@ from fake_llm import FakeLLM
 from history_env import HistoryEnv
 from mcp import types
 from test_history_service import chat
-from test_history_tools import call
 from test_summarizers import config
+
+from tests.mcp_calls import call
 
 SAMPLED = "SAMPLED SUMMARY: decided to keep sqlite"
 

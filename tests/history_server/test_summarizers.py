@@ -14,7 +14,6 @@ import pytest
 from fake_llm import SUMMARY, FakeLLM
 from history_env import KEY, HistoryEnv
 from test_history_service import chat
-from test_history_tools import call
 
 from contextcore.config import SummarizerConfig
 from contextcore.history import SummaryOutcome
@@ -24,6 +23,7 @@ from server.summarizers import (
     ProviderError,
     SummarizerFactory,
 )
+from tests.mcp_calls import call
 
 ENV = {"TEST_LLM_KEY": KEY}
 
