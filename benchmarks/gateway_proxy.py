@@ -4,12 +4,14 @@ Measured in one run, each with an SDK client over stdio unless noted:
 
 - direct:            client → mcp-server-time
 - gateway in-proc:   Gateway.call_tool → mcp-server-time (no front hop)
-- gateway stdio:     client → a minimal stdio MCP front over the Gateway → mcp-server-time
-                     (the same wiring the broker's server will use; the full broker over stdio
-                     is measured once server/app.py connects ``[servers.*]``)
+- broker stdio:      client → ``context-broker serve`` → mcp-server-time, the tool listed
+                     directly as ``time__get_current_time``
 - fastmcp proxy:     client → ``fastmcp.server.create_proxy`` (run from .venv-bench/) → time
 
-plus the startup time of a Gateway with the five reference servers until every tool is listed.
+All paths stay connected for the whole run and take turns in blocks of 25 calls, so a noisy
+neighbour slows them alike; the ratio column is p50 over direct's p50, and "per-block" is the
+median of the per-block ratios. Then the startup time of the broker with the five reference
+servers until ``tools/list`` answers.
 
     .venv/bin/python benchmarks/gateway_proxy.py [--quick] [--calls N]
 
@@ -20,11 +22,13 @@ Needs scripts/setup-downstream.sh; the FastMCP row needs ``.venv-bench`` with ``
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -56,11 +60,34 @@ def _pct(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] * 1000
 
 
-async def _timed(call: Callable[[], Awaitable[Any]], calls: int, warmup: int) -> list[float]:
-    for _ in range(warmup):
-        await call()
+Call = Callable[[], Awaitable[Any]]
+BLOCK = 25
+
+
+async def _stdio_call(stack: AsyncExitStack, command: str, args: list[str]) -> Call:
+    """A ready-to-time call of get_current_time over a new stdio client session."""
+    params = StdioServerParameters(command=command, args=args)
+    devnull = stack.enter_context(open(os.devnull, "w"))  # noqa: SIM115 (stderr is not a figure)
+    r, w = await stack.enter_async_context(stdio_client(params, errlog=devnull))
+    s = await stack.enter_async_context(ClientSession(r, w))
+    with anyio.fail_after(60):
+        await s.initialize()
+        tools = await s.list_tools()
+    name = next(t.name for t in tools.tools if t.name.endswith("get_current_time"))
+    return lambda: s.call_tool(name, ARGS)
+
+
+async def _gateway_call(stack: AsyncExitStack) -> Call:
+    gw = await stack.enter_async_context(
+        Gateway({"time": DownstreamConfig(command=TIME)}, Catalog())
+    )
+    await gw.wait_ready()
+    return lambda: gw.call_tool("time", "get_current_time", ARGS)
+
+
+async def _block(call: Call, n: int) -> list[float]:
     out = []
-    for _ in range(calls):
+    for _ in range(n):
         start = time.perf_counter()
         result = await call()
         out.append(time.perf_counter() - start)
@@ -69,21 +96,18 @@ async def _timed(call: Callable[[], Awaitable[Any]], calls: int, warmup: int) ->
     return out
 
 
-async def _over_stdio(command: str, args: list[str], calls: int, warmup: int) -> list[float]:
-    params = StdioServerParameters(command=command, args=args)
-    with open("/dev/null", "w") as devnull:  # the peers' stderr chatter is not a figure
-        async with stdio_client(params, errlog=devnull) as (r, w), ClientSession(r, w) as s:
-            with anyio.fail_after(60):
-                await s.initialize()
-                tools = await s.list_tools()
-            name = next(t.name for t in tools.tools if t.name.endswith("get_current_time"))
-            return await _timed(lambda: s.call_tool(name, ARGS), calls, warmup)
+Blocks = dict[str, list[list[float]]]
 
 
-async def _gateway_inproc(calls: int, warmup: int) -> list[float]:
-    async with Gateway({"time": DownstreamConfig(command=TIME)}, Catalog()) as gw:
-        await gw.wait_ready()
-        return await _timed(lambda: gw.call_tool("time", "get_current_time", ARGS), calls, warmup)
+async def _interleaved(paths: dict[str, Call], calls: int, warmup: int) -> Blocks:
+    """Per path, the timings of each block; the paths take turns block by block."""
+    for call in paths.values():
+        await _block(call, warmup)
+    blocks: dict[str, list[list[float]]] = {name: [] for name in paths}
+    for _ in range(max(1, calls // BLOCK)):
+        for name, call in paths.items():
+            blocks[name].append(await _block(call, BLOCK))
+    return blocks
 
 
 def _broker_config(tmp: Path, servers: str) -> str:
@@ -125,33 +149,43 @@ async def _startup(tmp: Path) -> tuple[float, int]:
     return time.perf_counter() - start, len(tools.tools)
 
 
-def _row(name: str, samples: list[float] | None, direct_p50: float | None, note: str = "") -> str:
-    if samples is None:
-        return f"{name:<18} {'skipped':>9}   {note}"
+def _row(name: str, blocks: list[list[float]] | None, direct: list[list[float]], note: str) -> str:
+    if blocks is None:
+        return f"{name:<16} {'skipped':>9}   {note}"
+    samples = [x for b in blocks for x in b]
     p50, p95 = _pct(samples, 0.5), _pct(samples, 0.95)
-    ratio = f"{p50 / direct_p50:5.2f}x" if direct_p50 else "     "
     mean = statistics.fmean(samples) * 1000
-    return f"{name:<18} {p50:8.3f}  {p95:8.3f}  {mean:8.3f}  {ratio}  {note}"
+    ratio = p50 / _pct([x for b in direct for x in b], 0.5)
+    per_block = statistics.median(
+        _pct(b, 0.5) / _pct(d, 0.5) for b, d in zip(blocks, direct, strict=True)
+    )
+    figures = f"{p50:8.3f}  {p95:8.3f}  {mean:8.3f}  {ratio:5.2f}x  {per_block:7.2f}x"
+    return f"{name:<16} {figures}  {note}"
 
 
 async def main(calls: int, warmup: int, with_startup: bool) -> None:
-    direct = await _over_stdio(TIME, [], calls, warmup)
-    inproc = await _gateway_inproc(calls, warmup)
     with tempfile.TemporaryDirectory() as tmp:
         cfg = _broker_config(Path(tmp), f'[servers.time]\ncommand = "{TIME}"\n')
-        broker = await _over_stdio(BROKER, ["serve", "--config", cfg], calls, warmup)
-    fast: list[float] | None = None
-    note = "no .venv-bench with fastmcp"
-    if BENCH_PY.exists():
-        fast = await _over_stdio(str(BENCH_PY), ["-c", FASTMCP_SCRIPT, TIME], calls, warmup)
-        note = ""
-    d50 = _pct(direct, 0.5)
-    print(f"tools/call get_current_time, {calls} calls after {warmup} warm-up (ms)")
-    print(f"{'path':<18} {'p50':>8}  {'p95':>8}  {'mean':>8}  vs direct")
-    print(_row("direct", direct, d50))
-    print(_row("gateway in-proc", inproc, d50, "no front hop"))
-    print(_row("broker stdio", broker, d50, "context-broker serve, exposed tool"))
-    print(_row("fastmcp proxy", fast, d50, note))
+        async with AsyncExitStack() as stack:
+            paths = {
+                "direct": await _stdio_call(stack, TIME, []),
+                "gateway in-proc": await _gateway_call(stack),
+                "broker stdio": await _stdio_call(stack, BROKER, ["serve", "--config", cfg]),
+            }
+            if BENCH_PY.exists():
+                paths["fastmcp proxy"] = await _stdio_call(
+                    stack, str(BENCH_PY), ["-c", FASTMCP_SCRIPT, TIME]
+                )
+            blocks = await _interleaved(paths, calls, warmup)
+    notes = {
+        "gateway in-proc": "no front hop",
+        "broker stdio": "context-broker serve, exposed tool",
+    }
+    print(f"tools/call get_current_time, {calls} calls per path after {warmup} warm-up (ms)")
+    print(f"{'path':<16} {'p50':>8}  {'p95':>8}  {'mean':>8}  {'ratio':>6}  per-block")
+    for name in ("direct", "gateway in-proc", "broker stdio", "fastmcp proxy"):
+        note = notes.get(name, "" if BENCH_PY.exists() else "no .venv-bench with fastmcp")
+        print(_row(name, blocks.get(name), blocks["direct"], note))
     if with_startup:
         with tempfile.TemporaryDirectory() as tmp:
             elapsed, count = await _startup(Path(tmp))

@@ -22,6 +22,7 @@ from .downstream import Downstream
 from .gateway import Gateway, GatewaySettings, resolve_servers
 from .http import build_http_app, guard_settings, run_http
 from .mcp_server import build_server
+from .passthrough import DirectCalls
 from .stdio import fast_stdio_server
 from .summarizers import SummarizerFactory
 
@@ -52,8 +53,8 @@ def _version() -> str:
     return cli_version()
 
 
-async def _serve_stdio(server: Server[Any]) -> None:
-    async with fast_stdio_server() as (read, write):
+async def _serve_stdio(server: Server[Any], direct: DirectCalls | None) -> None:
+    async with fast_stdio_server(direct) as (read, write):
         await server.run(read, write, server.create_initialization_options())
 
 
@@ -108,7 +109,8 @@ def serve(
         models=config.models,
     )
     if transport == "stdio":
-        anyio.run(_with_gateway, gateway, _serve_stdio, server)
+        direct = DirectCalls(downstream) if downstream is not None else None
+        anyio.run(_with_gateway, gateway, _serve_stdio, server, direct)
         return 0
     http = config.server.http
     bind_host = host or http.host

@@ -54,6 +54,10 @@ def _tool(name: str, description: str, args: type[Any], result: type[Any] | None
     )
 
 
+def _json(result: types.CallToolResult) -> dict[str, Any]:
+    return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
 class Downstream:
     """Routes host requests to the gateway and tells hosts when exposed tools change."""
 
@@ -139,6 +143,18 @@ class Downstream:
         if session_id is not None and self.history is not None and self._record.get(server, True):
             await self._record_call(session_id, tool, arguments, result)
         return result
+
+    async def call_exposed_json(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Forward a call of an exposed tool that asks for neither recording nor progress and
+        return the result as JSON: the downstream's own object, or a tool error naming server
+        and tool, as :meth:`call` would give."""
+        target = self.gateway.resolve(name)
+        if target is None:  # the exposed list changed since the host read it
+            return _json(error_result(f"no downstream tool is exposed as {name!r}"))
+        try:
+            return await self.gateway.call_tool_json(*target, arguments)
+        except GatewayError as exc:
+            return _json(error_result(str(exc)))
 
     async def _forward(
         self, server: str, tool: str, arguments: dict[str, Any], session: ServerSession | None

@@ -15,11 +15,15 @@ import asyncio
 import logging
 import os
 import stat
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import anyio
 from mcp.server.stdio import stdio_server
+
+if TYPE_CHECKING:
+    from .passthrough import DirectCalls
 
 __all__ = ["fast_stdio_server"]
 
@@ -29,19 +33,25 @@ _LINE_LIMIT = 256 * 1024 * 1024  # one JSON-RPC message per line; the server lim
 
 
 class _Lines:
-    """Decoded lines of a pipe, as the SDK's reader expects from an async text file."""
+    """Decoded lines of a pipe, as the SDK's reader expects from an async text file; lines
+    ``take`` handles (returns True for) never reach the SDK."""
 
-    def __init__(self, reader: asyncio.StreamReader) -> None:
-        self._reader = reader
+    def __init__(
+        self, reader: asyncio.StreamReader, take: Callable[[bytes], bool] | None = None
+    ) -> None:
+        self.reader = reader
+        self._take = take
 
     def __aiter__(self) -> _Lines:
         return self
 
     async def __anext__(self) -> str:
-        line = await self._reader.readline()
-        if not line:
-            raise StopAsyncIteration
-        return line.decode("utf-8", errors="replace")
+        while True:
+            line = await self.reader.readline()
+            if not line:
+                raise StopAsyncIteration
+            if self._take is None or not self._take(line):
+                return line.decode("utf-8", errors="replace")
 
 
 class _Writer:
@@ -52,6 +62,10 @@ class _Writer:
 
     async def write(self, text: str) -> None:
         self._writer.write(text.encode("utf-8"))
+
+    def write_line(self, data: bytes) -> None:
+        """Queue one complete message line (written whole, never interleaved)."""
+        self._writer.write(data)
 
     async def flush(self) -> None:
         await self._writer.drain()
@@ -96,8 +110,9 @@ async def _pipes() -> AsyncIterator[tuple[_Lines, _Writer]]:
 
 
 @asynccontextmanager
-async def fast_stdio_server() -> AsyncIterator[tuple[Any, Any]]:
-    """``(read_stream, write_stream)`` for ``Server.run`` over this process's stdio."""
+async def fast_stdio_server(direct: DirectCalls | None = None) -> AsyncIterator[tuple[Any, Any]]:
+    """``(read_stream, write_stream)`` for ``Server.run`` over this process's stdio; with
+    ``direct``, the calls it takes are answered without the SDK (see ``server.passthrough``)."""
     try:
         usable = _is_pipe_like(0) and _is_pipe_like(1)
         asyncio.get_running_loop()
@@ -107,5 +122,10 @@ async def fast_stdio_server() -> AsyncIterator[tuple[Any, Any]]:
         async with stdio_server() as streams:
             yield streams
         return
-    async with _pipes() as (lines, writer), stdio_server(lines, writer) as streams:  # type: ignore[arg-type]
-        yield streams
+    async with _pipes() as (lines, writer), anyio.create_task_group() as tg:
+        if direct is not None:
+            direct.start(tg, writer.write_line)
+            lines = _Lines(lines.reader, direct.take)
+        async with stdio_server(lines, writer) as streams:  # type: ignore[arg-type]
+            yield streams
+        tg.cancel_scope.cancel()

@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 NotificationFn = Callable[[types.ServerNotification], Awaitable[None]]
 _CLIENT_INFO = types.Implementation(name="context-broker-gateway", version="0.1.0")
 _CALL_RESULT: TypeAdapter[types.CallToolResult] = TypeAdapter(types.CallToolResult)
+_JSON_OBJECT: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 _STDERR_TAIL = 2000
 
 
@@ -124,6 +125,21 @@ class Connection:
             _CALL_RESULT,
             request_read_timeout_seconds=timeout,
             progress_callback=progress_callback,
+        )
+
+    async def call_tool_json(
+        self, name: str, arguments: dict[str, Any] | None, *, timeout: float | None
+    ) -> dict[str, Any]:
+        """Call a tool and return its result as the JSON object the server sent.
+
+        The SDK still checks the result against the negotiated protocol version; only the
+        conversion into (and back out of) ``CallToolResult`` is skipped.
+        """
+        request = types.CallToolRequest(
+            params=types.CallToolRequestParams(name=name, arguments=arguments)
+        )
+        return await self.session.send_request(
+            request, _JSON_OBJECT, request_read_timeout_seconds=timeout
         )
 
     async def list_resources(self) -> list[types.Resource]:

@@ -197,6 +197,30 @@ class Gateway:
             raise self._call_failed(state, conn, f"tool {original!r}", exc, tool=original) from None
         return self.redactor.redact_model(result)
 
+    async def call_tool_json(
+        self,
+        server: str,
+        tool: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """:meth:`call_tool` without progress, returning the result as the JSON object the
+        downstream sent (secrets masked) instead of a ``CallToolResult``; failures raise the
+        same ``GatewayError``. What a pass-through relays to the host unchanged."""
+        state = self._server(server)
+        original = self._original_tool(state, tool)
+        conn = self._live(state, original)
+        try:
+            result = await conn.call_tool_json(
+                original, arguments, timeout=timeout or state.config.timeout
+            )
+        except Exception as exc:
+            raise self._call_failed(state, conn, f"tool {original!r}", exc, tool=original) from None
+        if self.redactor.contains_secret(result):
+            return self.redactor.redact_json(result)  # type: ignore[no-any-return]
+        return result
+
     async def call_exposed(
         self, name: str, arguments: dict[str, Any] | None = None, **kwargs: Any
     ) -> types.CallToolResult:
