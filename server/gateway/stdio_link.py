@@ -1,0 +1,274 @@
+"""The stdio transport to a downstream server, with a fast lane for forwarded tool calls.
+
+It does what the SDK's ``stdio_client`` does for the client session (spawn the server in its
+own process group with the SDK's default environment, newline-delimited JSON-RPC both ways,
+stderr to the given file, and on exit: close stdin, wait, then terminate the process group),
+and adds :meth:`StdioLink.request_json`: a request written straight to the server's stdin
+whose response line is handed back as JSON straight from the reader, never entering the
+session's streams. Forwarded tool calls take it, so the broker's hop costs little more than
+relaying two lines. Timeouts, cancellation and a lost connection behave as the SDK's
+requests do: ``MCPError`` with ``REQUEST_TIMEOUT`` or ``CONNECTION_CLOSED``, and a courtesy
+``notifications/cancelled`` to the server for a request given up.
+
+POSIX only; on Windows the gateway keeps the SDK's transport.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from typing import IO, Any
+
+import anyio
+import anyio.abc
+import mcp_types as types
+from mcp import MCPError
+from mcp.client.stdio import StdioServerParameters, get_default_environment
+from mcp.os.posix.utilities import terminate_posix_process_tree
+from mcp.shared.message import SessionMessage
+from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+from pydantic import ValidationError
+
+__all__ = ["StdioLink", "open_stdio_link"]
+
+log = logging.getLogger(__name__)
+
+_EXIT_GRACE = 2.0  # seconds for the server to exit after its stdin closes
+_KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL of its process group
+_FLUSH_GRACE = 0.5  # seconds for already accepted session messages to be written
+_CANCEL_WRITE = 1.0  # seconds a courtesy cancel may take to write
+_POLL = 0.01
+_ids = itertools.count(1)
+
+
+class _Waiter:
+    __slots__ = ("done", "outcome")
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.outcome: dict[str, Any] | MCPError | None = None
+
+    def settle(self, outcome: dict[str, Any] | MCPError) -> None:
+        if self.outcome is None:
+            self.outcome = outcome
+            self.done.set()
+
+
+class StdioLink:
+    """A running downstream process: session streams plus the fast request lane."""
+
+    def __init__(self, process: anyio.abc.Process, prefix: str) -> None:
+        self.process = process
+        self._prefix = prefix
+        self._prefix_bytes = json.dumps(prefix).encode()[:-1]  # '"<prefix>' as on the wire
+        self._ids = itertools.count(1)
+        self._pending: dict[str, _Waiter] = {}
+        self._closed = False
+        self._to_session, self.read_stream = anyio.create_memory_object_stream[
+            SessionMessage | Exception
+        ](0)
+        self.write_stream, self._from_session = anyio.create_memory_object_stream[SessionMessage](0)
+
+    # -- the fast lane ---------------------------------------------------------------------
+
+    async def request_json(
+        self, method: str, params: dict[str, Any], *, timeout: float | None
+    ) -> dict[str, Any]:
+        """Send one request and return its ``result`` object as the server sent it.
+
+        Raises ``MCPError``: the server's error response, ``REQUEST_TIMEOUT`` after
+        ``timeout`` seconds, ``CONNECTION_CLOSED`` if the server is gone.
+        """
+        if self._closed:
+            raise MCPError(CONNECTION_CLOSED, "Connection closed")
+        request_id = f"{self._prefix}{next(self._ids)}"
+        waiter = _Waiter()
+        self._pending[request_id] = waiter
+        message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        try:
+            await self._send(_line(message))
+            try:
+                with anyio.fail_after(timeout):
+                    await waiter.done.wait()
+            except TimeoutError:
+                await self._cancel(request_id, f"timed out after {timeout}s", shield=False)
+                raise MCPError(REQUEST_TIMEOUT, f"Request {method!r} timed out") from None
+            except anyio.get_cancelled_exc_class():
+                await self._cancel(request_id, "caller cancelled", shield=True)
+                raise
+        finally:
+            self._pending.pop(request_id, None)
+        outcome = waiter.outcome
+        if isinstance(outcome, MCPError):
+            raise outcome
+        assert outcome is not None
+        error = outcome.get("error")
+        if error is not None:
+            try:
+                data = types.ErrorData.model_validate(error)
+            except ValidationError:
+                message = f"malformed error response to {method!r}"
+                raise MCPError(types.INTERNAL_ERROR, message) from None
+            raise MCPError(data.code, data.message, data.data)
+        result = outcome.get("result")
+        if not isinstance(result, dict):
+            raise MCPError(types.INTERNAL_ERROR, f"malformed response to {method!r}: no result")
+        return result
+
+    async def _send(self, data: bytes) -> None:
+        stdin = self.process.stdin
+        assert stdin is not None
+        try:
+            await stdin.send(data)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            self._close_lane()
+            raise MCPError(CONNECTION_CLOSED, "Connection closed") from None
+
+    async def _cancel(self, request_id: str, reason: str, *, shield: bool) -> None:
+        notice = {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": request_id, "reason": reason},
+        }
+        with (
+            anyio.CancelScope(shield=shield),
+            anyio.move_on_after(_CANCEL_WRITE),
+            suppress(MCPError),
+        ):
+            await self._send(_line(notice))
+
+    def _close_lane(self) -> None:
+        self._closed = True
+        for waiter in self._pending.values():
+            waiter.settle(MCPError(CONNECTION_CLOSED, "Connection closed"))
+
+    # -- pumps -----------------------------------------------------------------------------
+
+    async def read_loop(self) -> None:
+        """Split stdout into lines: fast-lane responses to their waiters, the rest parsed
+        for the session. Ends at EOF; then every waiter fails and the session sees EOF."""
+        stdout = self.process.stdout
+        assert stdout is not None
+        buffer = b""
+        try:
+            async with self._to_session:
+                async for chunk in stdout:
+                    lines = (buffer + chunk).split(b"\n")
+                    buffer = lines.pop()
+                    for line in lines:
+                        if line.strip() and not self._lane_response(line):
+                            await self._deliver(line)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            log.debug("downstream stdout ended: %s", exc)
+        finally:
+            self._close_lane()
+            await _drain(stdout)
+
+    def _lane_response(self, line: bytes) -> bool:
+        if not self._pending or self._prefix_bytes not in line:
+            return False
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return False
+        if not isinstance(message, dict) or "method" in message:
+            return False
+        waiter = self._pending.get(message.get("id"))  # type: ignore[arg-type]
+        if waiter is None:
+            return False
+        waiter.settle(message)
+        return True
+
+    async def _deliver(self, line: bytes) -> None:
+        try:
+            parsed: SessionMessage | Exception = SessionMessage(
+                types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+            )
+        except ValueError as exc:
+            log.warning("unparsable message from a downstream server: %s", exc)
+            parsed = exc
+        # When the session is gone, reading goes on so the fast lane and the drain still work.
+        with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await self._to_session.send(parsed)
+
+    async def write_loop(self) -> None:
+        """Write the session's messages to stdin until the session closes its stream."""
+        stdin = self.process.stdin
+        assert stdin is not None
+        try:
+            async with self._from_session:
+                async for item in self._from_session:
+                    text = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    await stdin.send((text + "\n").encode("utf-8"))
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            await self._to_session.aclose()  # the session sees the end, not a hung request
+
+
+def _line(message: dict[str, Any]) -> bytes:
+    return json.dumps(message, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+async def _drain(stdout: anyio.abc.ByteReceiveStream) -> None:
+    """Read and drop what is left, so a server flushing output can still exit."""
+    with anyio.CancelScope(shield=True), suppress(Exception):
+        while True:
+            await stdout.receive()
+
+
+async def _stop(process: anyio.abc.Process) -> None:
+    """Close stdin, give the server time to exit, then terminate its process group."""
+    assert process.stdin is not None and process.stdout is not None
+    with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+        await process.stdin.aclose()
+    with anyio.move_on_after(_EXIT_GRACE):
+        while process.returncode is None:
+            await anyio.sleep(_POLL)
+    if process.returncode is None:
+        await terminate_posix_process_tree(process, _KILL_GRACE)
+        with anyio.move_on_after(_KILL_GRACE):
+            while process.returncode is None:
+                await anyio.sleep(_POLL)
+        if process.returncode is None:
+            log.warning("downstream process %d survived SIGKILL; abandoning it", process.pid)
+    with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+        await process.stdout.aclose()
+
+
+@asynccontextmanager
+async def open_stdio_link(
+    server: StdioServerParameters, errlog: IO[bytes] | None
+) -> AsyncIterator[StdioLink]:
+    """Spawn ``server`` and run its pumps until the block exits; stopping is shielded and
+    every wait in it bounded, so a cancelled caller neither leaks the process nor hangs."""
+    process = await anyio.open_process(
+        [server.command, *server.args],
+        env=get_default_environment() | (server.env or {}),
+        stderr=errlog,
+        cwd=server.cwd,
+        start_new_session=True,
+    )
+    link = StdioLink(process, prefix=f"cb-{next(_ids)}-")
+    writer_done = anyio.Event()
+
+    async def write() -> None:
+        try:
+            await link.write_loop()
+        finally:
+            writer_done.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(link.read_loop)
+        tg.start_soon(write)
+        try:
+            yield link
+        finally:
+            with anyio.CancelScope(shield=True):
+                link.write_stream.close()
+                link.read_stream.close()
+                with anyio.move_on_after(_FLUSH_GRACE):
+                    await writer_done.wait()
+                await _stop(process)
+            tg.cancel_scope.cancel()
