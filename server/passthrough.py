@@ -90,7 +90,7 @@ class DirectCalls:
             or message.get("jsonrpc") != ("2.0")
         ):
             return False
-        request_id = message.get("id")
+        request_id: int | str = message.get("id")  # type: ignore[assignment]  # checked by _key
         key = _key(request_id)
         params = message.get("params")
         if key is None or key in self._inflight or not isinstance(params, dict):

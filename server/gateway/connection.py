@@ -204,7 +204,7 @@ async def _transport(
         if sys.platform != "win32":
             link = await stack.enter_async_context(open_stdio_link(params, stderr))
             return link.read_stream, link.write_stream, link
-        read, write = await stack.enter_async_context(stdio_client(params, errlog=stderr))  # type: ignore[arg-type]
+        read, write = await stack.enter_async_context(stdio_client(params, errlog=stderr))  # type: ignore[arg-type, unused-ignore]
         return read, write, None
     assert config.url is not None
     if kind == "http":

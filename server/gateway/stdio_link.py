@@ -110,8 +110,8 @@ class StdioLink:
             try:
                 data = types.ErrorData.model_validate(error)
             except ValidationError:
-                message = f"malformed error response to {method!r}"
-                raise MCPError(types.INTERNAL_ERROR, message) from None
+                detail = f"malformed error response to {method!r}"
+                raise MCPError(types.INTERNAL_ERROR, detail) from None
             raise MCPError(data.code, data.message, data.data)
         result = outcome.get("result")
         if not isinstance(result, dict):

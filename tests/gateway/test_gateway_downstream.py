@@ -11,6 +11,7 @@ import anyio
 import pytest
 from gateway_env import child_pids, everything_server, five_servers, running, time_server
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.types import CallToolResult
 
 from contextcore.catalog import Catalog
 from contextcore.config import BrokerConfig, DownstreamConfig
@@ -63,6 +64,7 @@ async def test_direct_and_proxied_calls_give_the_same_result() -> None:
     servers = {"time": time_server(), "everything": everything_server()}
     async with running(servers) as gw:
         proxied = [await gw.call_tool(s, t, a) for s, t, a in CALLS]
+        lane = [await gw.call_tool_json(s, t, a) for s, t, a in CALLS]
         direct = []
         for name, config in servers.items():
             params = StdioServerParameters(command=config.command or "", args=list(config.args))
@@ -77,6 +79,11 @@ async def test_direct_and_proxied_calls_give_the_same_result() -> None:
     for call, expected in zip(order, direct, strict=True):
         got = by_call[id(call)]
         assert got.model_dump(by_alias=True, mode="json") == expected.model_dump(
+            by_alias=True, mode="json"
+        ), call
+    for call, raw, typed in zip(CALLS, lane, proxied, strict=True):  # the fast lane agrees
+        as_model = CallToolResult.model_validate(raw, by_name=False)
+        assert as_model.model_dump(by_alias=True, mode="json") == typed.model_dump(
             by_alias=True, mode="json"
         ), call
     kinds = {block.type for r in proxied for block in r.content}

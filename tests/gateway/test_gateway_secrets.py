@@ -66,6 +66,8 @@ async def test_a_secret_never_appears_in_results_errors_status_or_logs(
         result = await gw.call_tool("everything", "get-env", {})
         text = json.dumps(result.model_dump(by_alias=True, mode="json"))
         assert "API_TOKEN" in text and "***" in text
+        lane = json.dumps(await gw.call_tool_json("everything", "get-env", {}))
+        assert "API_TOKEN" in lane and "***" in lane
         broken = gw.server_status("broken")
         assert broken.state != "connected" and broken.last_error
         with pytest.raises(GatewayError) as info:
@@ -74,5 +76,5 @@ async def test_a_secret_never_appears_in_results_errors_status_or_logs(
         with anyio.fail_after(10):
             await gw.wait_until(lambda: gw.server_status("broken").reconnects >= 1)
         statuses = json.dumps([s.to_dict() for s in gw.status()])
-    for shown in (text, statuses, str(info.value), broken.last_error, caplog.text):
+    for shown in (text, lane, statuses, str(info.value), broken.last_error, caplog.text):
         assert SECRET not in shown

@@ -1,0 +1,136 @@
+"""Which stdio lines the pass-through takes from the SDK, and what it writes back."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import pytest
+
+from server.passthrough import DirectCalls
+
+INITIALIZED = b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
+
+
+class FakeGateway:
+    def resolve(self, name: str) -> tuple[str, str] | None:
+        return ("srv", name.removeprefix("srv__")) if name.startswith("srv__") else None
+
+
+class FakeDownstream:
+    """Answers ``srv__echo`` at once, ``srv__hang`` never, ``srv__boom`` with a bug."""
+
+    def __init__(self) -> None:
+        self.gateway = FakeGateway()
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.hanging = anyio.Event()
+        self.cancelled = anyio.Event()
+
+    async def call_exposed_json(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append((name, arguments))
+        if name == "srv__boom":
+            raise RuntimeError("a bug")
+        if name == "srv__hang":
+            self.hanging.set()
+            try:
+                await anyio.sleep_forever()
+            finally:
+                self.cancelled.set()
+        return {"content": [{"type": "text", "text": json.dumps(arguments)}], "isError": False}
+
+
+def call(request_id: Any, name: str, **params: Any) -> bytes:
+    body = {"name": name, "arguments": {"x": 1}} | params
+    message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": body}
+    return json.dumps(message).encode()
+
+
+def cancel(request_id: Any) -> bytes:
+    params = {"requestId": request_id, "reason": "stop"}
+    message = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params}
+    return json.dumps(message).encode()
+
+
+async def settle() -> None:
+    for _ in range(20):
+        await anyio.sleep(0)
+
+
+@pytest.fixture
+def wired() -> tuple[DirectCalls, FakeDownstream, list[dict[str, Any]]]:
+    fake = FakeDownstream()
+    return DirectCalls(fake), fake, []  # type: ignore[arg-type]
+
+
+async def test_calls_are_taken_only_after_the_host_is_initialized(wired: Any) -> None:
+    direct, fake, written = wired
+    async with anyio.create_task_group() as tg:
+        direct.start(tg, lambda data: written.append(json.loads(data)))
+        assert not direct.take(call(1, "srv__echo"))
+        assert not direct.take(b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}')
+        assert not direct.take(INITIALIZED)  # the SDK sees it too
+        assert direct.take(call(2, "srv__echo"))
+        await settle()
+    assert written == [
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "result": {"content": [{"type": "text", "text": '{"x": 1}'}], "isError": False},
+        }
+    ]
+    assert fake.calls == [("srv__echo", {"x": 1})]
+
+
+async def test_calls_needing_the_full_path_are_left_to_the_sdk(wired: Any) -> None:
+    direct, fake, written = wired
+    async with anyio.create_task_group() as tg:
+        direct.start(tg, lambda data: written.append(json.loads(data)))
+        direct.take(INITIALIZED)
+        assert not direct.take(call(1, "srv__echo", _meta={"session_id": "s"}))
+        assert not direct.take(call(2, "srv__echo", _meta={"progressToken": 9}))
+        assert not direct.take(call(3, "create_session"))  # the broker's own tools
+        assert not direct.take(call(4, "srv__echo", arguments=[1, 2]))
+        assert not direct.take(call(True, "srv__echo"))
+        assert not direct.take(call(None, "srv__echo"))
+        assert not direct.take(b'{"jsonrpc":"2.0","id":5,"method":"tools/call", broken')
+        assert not direct.take(b'[{"jsonrpc":"2.0","id":6,"method":"tools/call"}]')
+        assert direct.take(call(7, "srv__echo", arguments=None))
+        await settle()
+    assert [w["id"] for w in written] == [7]
+    assert fake.calls == [("srv__echo", {})]
+
+
+async def test_a_host_cancel_stops_the_call_and_no_response_is_written(wired: Any) -> None:
+    direct, fake, written = wired
+    async with anyio.create_task_group() as tg:
+        direct.start(tg, lambda data: written.append(json.loads(data)))
+        direct.take(INITIALIZED)
+        assert direct.take(call("a", "srv__hang"))
+        assert not direct.take(call("a", "srv__echo"))  # an id already in flight
+        with anyio.fail_after(5):
+            await fake.hanging.wait()
+        assert direct.inflight == 1
+        assert not direct.take(cancel(1))  # not ours: the SDK's
+        assert direct.take(cancel("a"))
+        with anyio.fail_after(5):
+            await fake.cancelled.wait()
+        await settle()
+        assert direct.inflight == 0
+        assert direct.take(call("a", "srv__echo"))  # the id is free again
+        await settle()
+    assert [w["id"] for w in written] == ["a"] and "result" in written[0]
+
+
+async def test_a_failure_in_forwarding_costs_one_call_not_the_connection(wired: Any) -> None:
+    direct, _, written = wired
+    async with anyio.create_task_group() as tg:
+        direct.start(tg, lambda data: written.append(json.loads(data)))
+        direct.take(INITIALIZED)
+        assert direct.take(call(1, "srv__boom"))
+        await settle()
+        assert direct.take(call(2, "srv__echo"))
+        await settle()
+    assert written[0]["id"] == 1 and written[0]["error"]["code"] == -32603
+    assert "srv__boom" in written[0]["error"]["message"]
+    assert written[1]["id"] == 2 and "result" in written[1]
