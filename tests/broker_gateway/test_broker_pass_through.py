@@ -67,7 +67,7 @@ semantic = false
 command = "{sys.executable}"
 args = ["{SLOW}"]
 env = {{ CANCEL_MARKER = "{marker}" }}
-timeout = 2
+timeout = 5
 """,
         encoding="utf-8",
     )

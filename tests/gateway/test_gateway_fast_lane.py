@@ -26,13 +26,13 @@ async def test_a_timed_out_call_is_an_error_naming_server_and_tool_and_is_cancel
     tmp_path: Path,
 ) -> None:
     marker = tmp_path / "cancelled.txt"
-    slow = fixture_server("slow_tools.py", timeout=1.0, env={"CANCEL_MARKER": str(marker)})
+    slow = fixture_server("slow_tools.py", env={"CANCEL_MARKER": str(marker)})
     async with running({"slow": slow}) as gw:
         quick = await gw.call_tool_json("slow", "wait", {"seconds": 0, "tag": "quick"})
         assert quick["content"][0]["text"] == "waited 0s quick"
         assert quick.get("isError") in (None, False)
         with pytest.raises(GatewayError, match="timed out") as info:
-            await gw.call_tool_json("slow", "wait", {"seconds": 30, "tag": "late"})
+            await gw.call_tool_json("slow", "wait", {"seconds": 30, "tag": "late"}, timeout=1.0)
         assert (info.value.server, info.value.tool) == ("slow", "wait")
         assert "'slow'" in str(info.value) and "'wait'" in str(info.value)
         await wait_for_mark(marker, "late")  # the courtesy cancel reached the server
