@@ -7,6 +7,8 @@ Measured in one run, each with an SDK client over stdio unless noted:
 - broker stdio:      client → ``context-broker serve`` → mcp-server-time, the tool listed
                      directly as ``time__get_current_time``
 - fastmcp proxy:     client → ``fastmcp.server.create_proxy`` (run from .venv-bench/) → time
+- line relay:        client → a Python process that only copies lines both ways → time
+                     (the floor for any proxy written in Python)
 
 All paths stay connected for the whole run and take turns in blocks of 25 calls, so a noisy
 neighbour slows them alike; the ratio column is p50 over direct's p50, and "per-block" is the
@@ -163,6 +165,34 @@ def _row(name: str, blocks: list[list[float]] | None, direct: list[list[float]],
     return f"{name:<16} {figures}  {note}"
 
 
+async def _relay(command: str) -> None:
+    """Copy stdin lines to ``command`` and its stdout lines back, nothing else."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    child = await asyncio.create_subprocess_exec(
+        command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=2**24
+    )
+    assert child.stdin is not None and child.stdout is not None
+    reader = asyncio.StreamReader(limit=2**24)
+    stdin = os.fdopen(0, "rb", buffering=0)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin)
+    stdout = os.fdopen(1, "wb", buffering=0)
+    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, stdout)
+    out = asyncio.StreamWriter(transport, protocol, None, loop)
+
+    async def up() -> None:
+        while line := await reader.readline():
+            child.stdin.write(line)  # type: ignore[union-attr]
+        child.stdin.close()  # type: ignore[union-attr]
+
+    async def down() -> None:
+        while line := await child.stdout.readline():  # type: ignore[union-attr]
+            out.write(line)
+
+    await asyncio.gather(up(), down())
+
+
 async def main(calls: int, warmup: int, with_startup: bool) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         cfg = _broker_config(Path(tmp), f'[servers.time]\ncommand = "{TIME}"\n')
@@ -171,6 +201,7 @@ async def main(calls: int, warmup: int, with_startup: bool) -> None:
                 "direct": await _stdio_call(stack, TIME, []),
                 "gateway in-proc": await _gateway_call(stack),
                 "broker stdio": await _stdio_call(stack, BROKER, ["serve", "--config", cfg]),
+                "line relay": await _stdio_call(stack, sys.executable, [__file__, "--relay", TIME]),
             }
             if BENCH_PY.exists():
                 paths["fastmcp proxy"] = await _stdio_call(
@@ -180,10 +211,11 @@ async def main(calls: int, warmup: int, with_startup: bool) -> None:
     notes = {
         "gateway in-proc": "no front hop",
         "broker stdio": "context-broker serve, exposed tool",
+        "line relay": "copies lines only",
     }
     print(f"tools/call get_current_time, {calls} calls per path after {warmup} warm-up (ms)")
     print(f"{'path':<16} {'p50':>8}  {'p95':>8}  {'mean':>8}  {'ratio':>6}  per-block")
-    for name in ("direct", "gateway in-proc", "broker stdio", "fastmcp proxy"):
+    for name in ("direct", "gateway in-proc", "broker stdio", "line relay", "fastmcp proxy"):
         note = notes.get(name, "" if BENCH_PY.exists() else "no .venv-bench with fastmcp")
         print(_row(name, blocks.get(name), blocks["direct"], note))
     if with_startup:
@@ -196,6 +228,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="50 calls, no startup figure")
     parser.add_argument("--calls", type=int, default=500)
+    parser.add_argument("--relay", metavar="COMMAND", help=argparse.SUPPRESS)
     opts = parser.parse_args()
+    if opts.relay:
+        anyio.run(_relay, opts.relay)
+        sys.exit(0)
     n = 50 if opts.quick else opts.calls
     anyio.run(main, n, 5 if opts.quick else 20, not opts.quick)
