@@ -6,6 +6,7 @@ Measured in one run, each with an SDK client over stdio unless noted:
 - gateway in-proc:   Gateway.call_tool → mcp-server-time (no front hop)
 - broker stdio:      client → ``context-broker serve`` → mcp-server-time, the tool listed
                      directly as ``time__get_current_time``
+- broker call_tool:  the same broker, the call made through its ``call_tool`` tool
 - fastmcp proxy:     client → ``fastmcp.server.create_proxy`` (run from .venv-bench/) → time
 - line relay:        client → a Python process that only copies lines both ways → time
                      (the floor for any proxy written in Python)
@@ -66,8 +67,11 @@ Call = Callable[[], Awaitable[Any]]
 BLOCK = 25
 
 
-async def _stdio_call(stack: AsyncExitStack, command: str, args: list[str]) -> Call:
-    """A ready-to-time call of get_current_time over a new stdio client session."""
+async def _stdio_call(
+    stack: AsyncExitStack, command: str, args: list[str], *, via_call_tool: bool = False
+) -> Call:
+    """A ready-to-time call of get_current_time over a new stdio client session (through the
+    broker's ``call_tool`` with ``via_call_tool``)."""
     params = StdioServerParameters(command=command, args=args)
     devnull = stack.enter_context(open(os.devnull, "w"))  # noqa: SIM115 (stderr is not a figure)
     r, w = await stack.enter_async_context(stdio_client(params, errlog=devnull))
@@ -75,6 +79,9 @@ async def _stdio_call(stack: AsyncExitStack, command: str, args: list[str]) -> C
     with anyio.fail_after(60):
         await s.initialize()
         tools = await s.list_tools()
+    if via_call_tool:
+        wrapped = {"server": "time", "tool": "get_current_time", "arguments": ARGS}
+        return lambda: s.call_tool("call_tool", wrapped)
     name = next(t.name for t in tools.tools if t.name.endswith("get_current_time"))
     return lambda: s.call_tool(name, ARGS)
 
@@ -201,6 +208,9 @@ async def main(calls: int, warmup: int, with_startup: bool) -> None:
                 "direct": await _stdio_call(stack, TIME, []),
                 "gateway in-proc": await _gateway_call(stack),
                 "broker stdio": await _stdio_call(stack, BROKER, ["serve", "--config", cfg]),
+                "broker call_tool": await _stdio_call(
+                    stack, BROKER, ["serve", "--config", cfg], via_call_tool=True
+                ),
                 "line relay": await _stdio_call(stack, sys.executable, [__file__, "--relay", TIME]),
             }
             if BENCH_PY.exists():
@@ -211,11 +221,13 @@ async def main(calls: int, warmup: int, with_startup: bool) -> None:
     notes = {
         "gateway in-proc": "no front hop",
         "broker stdio": "context-broker serve, exposed tool",
+        "broker call_tool": "the same, through call_tool",
         "line relay": "copies lines only",
     }
     print(f"tools/call get_current_time, {calls} calls per path after {warmup} warm-up (ms)")
     print(f"{'path':<16} {'p50':>8}  {'p95':>8}  {'mean':>8}  {'ratio':>6}  per-block")
-    for name in ("direct", "gateway in-proc", "broker stdio", "line relay", "fastmcp proxy"):
+    order = ("direct", "gateway in-proc", "broker stdio", "broker call_tool", "line relay")
+    for name in (*order, "fastmcp proxy"):
         note = notes.get(name, "" if BENCH_PY.exists() else "no .venv-bench with fastmcp")
         print(_row(name, blocks.get(name), blocks["direct"], note))
     if with_startup:

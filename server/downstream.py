@@ -144,15 +144,30 @@ class Downstream:
             await self._record_call(session_id, tool, arguments, result)
         return result
 
-    async def call_exposed_json(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Forward a call of an exposed tool that asks for neither recording nor progress and
-        return the result as JSON: the downstream's own object, or a tool error naming server
-        and tool, as :meth:`call` would give."""
-        target = self.gateway.resolve(name)
-        if target is None:  # the exposed list changed since the host read it
-            return _json(error_result(f"no downstream tool is exposed as {name!r}"))
+    def forwards_plainly(self, name: str, arguments: dict[str, Any]) -> bool:
+        """Whether a call is a plain forward: an exposed tool, or ``call_tool`` without a
+        ``session_id``. With no ``_meta`` either, :meth:`call_json` answers it exactly."""
+        if name == CALL_TOOL:
+            return arguments.get("session_id") is None
+        return self.gateway.resolve(name) is not None
+
+    async def call_json(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """A plain forward (see :meth:`forwards_plainly`) without progress or recording, its
+        result as JSON: the downstream's own object, or the tool error :meth:`call` gives."""
+        if name == CALL_TOOL:
+            try:
+                args = CallToolArgs.model_validate(arguments)
+            except ValidationError as exc:
+                text = f"call_tool: invalid arguments: {describe_validation_error(exc)}"
+                return _json(error_result(text))
+            server, tool, arguments = args.server, args.tool, args.arguments
+        else:
+            target = self.gateway.resolve(name)
+            if target is None:  # the exposed list changed since the host read it
+                return _json(error_result(f"no downstream tool is exposed as {name!r}"))
+            server, tool = target
         try:
-            return await self.gateway.call_tool_json(*target, arguments)
+            return await self.gateway.call_tool_json(server, tool, arguments)
         except GatewayError as exc:
             return _json(error_result(str(exc)))
 

@@ -1,13 +1,14 @@
-"""Calls of directly exposed downstream tools answered straight from the stdio wire.
+"""Forwarded downstream calls answered straight from the stdio wire.
 
-A ``tools/call`` of a ``<server>__<tool>`` tool that asks for neither recording (``session_id``)
-nor progress (``progressToken``) needs nothing from the broker but the downstream's answer. Such
-a line is taken off the host's input before the SDK's server sees it: it is forwarded to the
-gateway, and the downstream's result object is written back under the host's request id. This
-skips the server's message parsing, request dispatch, result validation and serialization, which
-cost more than the downstream call itself for a fast tool. Everything else, including calls that
-carry any ``_meta`` (the 2026-07-28 request envelope among them) and every message before the
-host's ``notifications/initialized``, goes through the SDK unchanged.
+A ``tools/call`` of a ``<server>__<tool>`` tool, or of ``call_tool``, that asks for neither
+recording (``session_id``) nor progress (``progressToken``) needs nothing from the broker but
+the downstream's answer. Such a line is taken off the host's input before the SDK's server
+sees it: it is forwarded to the gateway, and the downstream's result object is written back
+under the host's request id. This skips the server's message parsing, request dispatch,
+result validation and serialization, which cost more than the downstream call itself for a
+fast tool. Everything else, including calls that carry any ``_meta`` (the 2026-07-28 request
+envelope among them) and every message before the host's ``notifications/initialized``, goes
+through the SDK unchanged.
 
 The results are those of the full path: the downstream's object as sent (secrets masked), or a
 tool error naming server and tool when the server is down, times out or fails. A host's
@@ -76,19 +77,14 @@ class DirectCalls:
         if b"notifications/cancelled" in line:
             return self._take_cancel(line)
         if not self._ready and b"notifications/initialized" in line:
-            message = _object(line)
-            self._ready = message is not None and message.get("method") == (
-                "notifications/initialized"
-            )
+            self._ready = _method(line) == "notifications/initialized"
         return False
 
     def _take_call(self, line: bytes) -> bool:
         message = _object(line)
-        if (
-            message is None
-            or message.get("method") != "tools/call"
-            or message.get("jsonrpc") != ("2.0")
-        ):
+        if message is None or message.get("method") != "tools/call":
+            return False
+        if message.get("jsonrpc") != "2.0":
             return False
         request_id: int | str = message.get("id")  # type: ignore[assignment]  # checked by _key
         key = _key(request_id)
@@ -100,7 +96,9 @@ class DirectCalls:
             return False  # _meta (session_id, progress, the 2026 envelope) needs the full path
         if arguments is None:
             arguments = {}
-        if not isinstance(arguments, dict) or self._downstream.gateway.resolve(name) is None:
+        if not isinstance(arguments, dict):
+            return False
+        if not self._downstream.forwards_plainly(name, arguments):
             return False
         scope = anyio.CancelScope()
         self._inflight[key] = scope
@@ -131,7 +129,7 @@ class DirectCalls:
         response: dict[str, Any] | None = None
         try:
             with scope:
-                result = await self._downstream.call_exposed_json(name, arguments)
+                result = await self._downstream.call_json(name, arguments)
                 response = {"jsonrpc": "2.0", "id": request_id, "result": result}
         except Exception:  # a bug here must cost one call, not the connection
             log.exception("forwarding %s failed", name)
@@ -153,6 +151,11 @@ def _encode(message: dict[str, Any]) -> bytes:
         return text.encode("utf-8") + b"\n"
     except UnicodeEncodeError:
         return json.dumps(message, separators=(",", ":")).encode("ascii") + b"\n"
+
+
+def _method(line: bytes) -> object:
+    message = _object(line)
+    return message.get("method") if message is not None else None
 
 
 def _object(line: bytes) -> dict[str, Any] | None:

@@ -136,3 +136,25 @@ async def test_a_downstream_timeout_is_a_tool_error_naming_server_and_tool(tmp_p
         assert response["result"]["isError"] is True
         message = text(response)
         assert "'slow'" in message and "'wait'" in message and "timed out" in message
+
+
+async def test_call_tool_without_a_session_id_answers_like_the_full_path(tmp_path: Path) -> None:
+    marker = tmp_path / "marks.txt"
+    async with broker(tmp_path, marker) as host:
+        target = {"server": "slow", "tool": "wait"}
+        await host.call(1, "call_tool", target | {"arguments": {"seconds": 0, "tag": "via"}})
+        assert text(await host.response(1)) == "waited 0s via"
+        await host.call(2, "call_tool", {"server": "slow"})
+        invalid = await host.response(2)
+        assert invalid["result"]["isError"] is True
+        assert text(invalid) == "call_tool: invalid arguments: tool: required argument is missing"
+        await host.call(3, "call_tool", {"server": "nowhere", "tool": "wait"})
+        unknown = await host.response(3)
+        assert unknown["result"]["isError"] is True and "'nowhere'" in text(unknown)
+        await host.call(4, "call_tool", target | {"arguments": {"seconds": 30, "tag": "gone"}})
+        await anyio.sleep(0.5)
+        cancel = {"requestId": 4}
+        await host.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel})
+        with anyio.fail_after(10):
+            while "gone" not in (marker.read_text() if marker.exists() else ""):
+                await anyio.sleep(0.05)

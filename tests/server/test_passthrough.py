@@ -27,7 +27,10 @@ class FakeDownstream:
         self.hanging = anyio.Event()
         self.cancelled = anyio.Event()
 
-    async def call_exposed_json(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    def forwards_plainly(self, name: str, arguments: dict[str, Any]) -> bool:
+        return self.gateway.resolve(name) is not None
+
+    async def call_json(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         self.calls.append((name, arguments))
         if name == "srv__boom":
             raise RuntimeError("a bug")
