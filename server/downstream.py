@@ -135,9 +135,8 @@ class Downstream:
                 self.broker.session(session_id)
             except ContextCoreError as exc:
                 return error_result(f"{name}: {exc.field}: {exc.message}")
-        wants_progress = bool(meta) and any(
-            k in meta
-            for k in ("progress_token", "progressToken")  # type: ignore[operator]
+        wants_progress = meta is not None and any(
+            k in meta for k in ("progress_token", "progressToken")
         )
         result = await self._forward(server, tool, arguments, session if wants_progress else None)
         if session_id is not None and self.history is not None and self._record.get(server, True):

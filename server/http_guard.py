@@ -84,9 +84,10 @@ class HttpGuard:
             await _reject(send, *problem)
             return
         if scope["method"] in ("POST", "PUT", "PATCH"):
-            receive = await self._limited_body(headers, receive, send)
-            if receive is None:
+            limited = await self._limited_body(headers, receive, send)
+            if limited is None:
                 return
+            receive = limited
         await self.app(scope, receive, send)
 
     def _check_headers(self, headers: Headers) -> tuple[int, str, dict[str, str] | None] | None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Mapping
+from typing import Any, TypeVar
 
 from mcp import MCPError, types
 from mcp.server import NotificationOptions, Server, ServerRequestContext
@@ -29,6 +29,7 @@ from .tool_calls import ToolRunner
 __all__ = ["SERVER_NAME", "build_server", "list_tools"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 SERVER_NAME = "context-broker"
 TOOLS = (*CONTEXT_TOOLS, *HISTORY_TOOLS, *ASSEMBLY_TOOLS, GET_USAGE_STATS)
@@ -142,7 +143,7 @@ def build_server(
     return server
 
 
-async def _downstream_call(awaitable: Any) -> Any:
+async def _downstream_call(awaitable: Awaitable[T]) -> T:
     """Await a gateway call; its failures become protocol errors naming the server."""
     from .gateway import GatewayError
 

@@ -4,6 +4,7 @@ references, each as JSON plus a Markdown rendering."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
@@ -161,7 +162,7 @@ class ResourceReader:
         return _contents(uri, data, f"{head}\n\n{item.text}\n")
 
     @staticmethod
-    def _catalog_markdown(rows: list[dict[str, Any]]) -> str:
+    def _catalog_markdown(rows: Sequence[dict[str, Any]]) -> str:
         lines = ["# Catalog", ""]
         for kind, title in (("rule", "Rules"), ("reference", "References"), ("tool", "Tools")):
             lines += [f"## {title}", ""]

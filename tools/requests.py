@@ -94,7 +94,7 @@ def _build(broker: ContextBroker, args: BuildArgs) -> RequestContextOut:
         include_score=args.include_score,
     )
     messages = _messages(broker, context) if args.include_messages else None
-    return RequestContextOut(**_fields(context), messages=messages)  # type: ignore[arg-type]
+    return RequestContextOut(**_fields(context), messages=messages)
 
 
 def _text(out: RequestContextOut) -> str:
@@ -111,7 +111,7 @@ def _text(out: RequestContextOut) -> str:
 def _get(broker: ContextBroker, args: RequestArgs) -> RecordedRequestOut:
     context = broker.request(args.session_id, args.request_id)
     return RecordedRequestOut(
-        **_fields(context),  # type: ignore[arg-type]
+        **_fields(context),
         message=context.message,
         messages=_messages(broker, context),
     )

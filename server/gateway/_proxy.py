@@ -118,4 +118,5 @@ class ResourceProxy:
             raise self._gw._call_failed(
                 server, conn, f"prompt {original!r}", exc, tool=None
             ) from None
-        return self._gw.redactor.redact_model(result)
+        prompt: types.GetPromptResult = self._gw.redactor.redact_model(result)
+        return prompt

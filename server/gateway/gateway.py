@@ -20,6 +20,7 @@ import anyio
 import anyio.abc
 import mcp_types as types
 from mcp import MCPError
+from mcp.shared.dispatcher import ProgressFnT
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from contextcore.catalog import Catalog
@@ -306,7 +307,7 @@ class Gateway:
 
     def _redacted_progress(
         self, callback: Callable[[float, float | None, str | None], Awaitable[None]] | None
-    ) -> Callable[[float, float | None, str | None], Awaitable[None]] | None:
+    ) -> ProgressFnT | None:
         if callback is None:
             return None
         redact = self.redactor.redact
