@@ -223,13 +223,13 @@ async def main(calls: int, warmup: int, with_startup: bool) -> None:
         "broker stdio": "context-broker serve, exposed tool",
         "broker call_tool": "the same, through call_tool",
         "line relay": "copies lines only",
+        "fastmcp proxy": "" if BENCH_PY.exists() else "no .venv-bench with fastmcp",
     }
     print(f"tools/call get_current_time, {calls} calls per path after {warmup} warm-up (ms)")
     print(f"{'path':<16} {'p50':>8}  {'p95':>8}  {'mean':>8}  {'ratio':>6}  per-block")
     order = ("direct", "gateway in-proc", "broker stdio", "broker call_tool", "line relay")
     for name in (*order, "fastmcp proxy"):
-        note = notes.get(name, "" if BENCH_PY.exists() else "no .venv-bench with fastmcp")
-        print(_row(name, blocks.get(name), blocks["direct"], note))
+        print(_row(name, blocks.get(name), blocks["direct"], notes.get(name, "")))
     if with_startup:
         with tempfile.TemporaryDirectory() as tmp:
             elapsed, count = await _startup(Path(tmp))
