@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 import mcp_types as types
@@ -113,10 +113,9 @@ class ResourceProxy:
         server = self._gw._server(server_name)
         conn = self._gw._live(server, original)
         try:
-            result: Any = await conn.session.get_prompt(original, arguments)
+            result = await conn.session.get_prompt(original, arguments)
         except Exception as exc:
             raise self._gw._call_failed(
                 server, conn, f"prompt {original!r}", exc, tool=None
             ) from None
-        prompt: types.GetPromptResult = self._gw.redactor.redact_model(result)
-        return prompt
+        return self._gw.redactor.redact_model(result)

@@ -30,7 +30,7 @@ class GatewaySettings:
 
     def backoff(self, attempt: int) -> float:
         """Delay before reconnect attempt ``attempt`` (0-based)."""
-        return min(self.backoff_max, self.backoff_base * float(2 ** min(attempt, 30)))
+        return min(self.backoff_max, self.backoff_base * 2.0 ** min(attempt, 30))
 
 
 @dataclass(frozen=True)

@@ -286,7 +286,8 @@ async def test_hosts_hear_tools_list_changed_when_the_exposed_tools_change(
             names = [t.name for t in (await client.list_tools()).tools]
             assert "alpha__grow" in names and "alpha__fresh" not in names
             heard.append(anyio.Event())
-            await client.call_tool("alpha__grow", {"name": "fresh"})
+            grown = await client.call_tool("alpha__grow", {"name": "fresh"})
+            assert not grown.is_error, text_of(grown)
             # Handshake era: a notification on the connection. Servers still connecting at
             # startup may announce their own changes first; a host re-lists on each one, and
             # one of them must come after the new tool is exposed.
@@ -300,7 +301,8 @@ async def test_hosts_hear_tools_list_changed_when_the_exposed_tools_change(
             names = [t.name for t in (await client.list_tools()).tools]
             assert "beta__newer" not in names
             async with client.listen(tools_list_changed=True) as events:
-                await client.call_tool("beta__grow", {"name": "newer"})
+                grown = await client.call_tool("beta__grow", {"name": "newer"})
+                assert not grown.is_error, text_of(grown)
                 async for _ in events:  # 2026-07-28: an event on the listen stream
                     names = [t.name for t in (await client.list_tools()).tools]
                     if "beta__newer" in names:
