@@ -114,6 +114,7 @@ class ServerConfig(_Model):
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     max_message_chars: int = Field(1_000_000, ge=1)
+    watch_config: bool = False
     http: HttpConfig = HttpConfig()
 
 
@@ -154,9 +155,11 @@ class HistoryConfig(_Model):
 
 
 class DownstreamToolConfig(_Model):
-    """Per-tool overrides of one downstream server."""
+    """Per-tool overrides of one downstream server; a disabled tool is neither listed,
+    selected nor callable."""
 
     include: IncludeMode | None = None
+    enabled: bool = True
 
 
 class DownstreamConfig(_Model):
@@ -173,6 +176,7 @@ class DownstreamConfig(_Model):
     enabled: bool = True
     timeout: float = Field(30.0, gt=0)
     record_calls: bool = True
+    call_policy: Literal["any", "selected"] = "any"
     tools: dict[str, DownstreamToolConfig] = Field(default_factory=dict)
 
     @model_validator(mode="after")
