@@ -125,6 +125,9 @@ class GatewayConfig(_Model):
     backoff_max: float = Field(30.0, gt=0)
     debounce: float = Field(0.25, ge=0)
     record_max_chars: int = Field(20_000, ge=100)
+    pin_file: Path = Path("context-broker.pins.json")
+    max_description_chars: int = Field(2_000, ge=100)
+    max_tools_per_server: int = Field(200, ge=1)
 
 
 class SummarizerConfig(_Model):
@@ -177,6 +180,9 @@ class DownstreamConfig(_Model):
     timeout: float = Field(30.0, gt=0)
     record_calls: bool = True
     call_policy: Literal["any", "selected"] = "any"
+    trust: Literal["pin", "auto", "strict"] = "pin"
+    max_tools: int | None = Field(None, ge=1)
+    max_description_chars: int | None = Field(None, ge=100)
     tools: dict[str, DownstreamToolConfig] = Field(default_factory=dict)
 
     @model_validator(mode="after")
