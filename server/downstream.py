@@ -30,6 +30,7 @@ from tools.gateway import (
     render_servers,
 )
 
+from .call_policy import call_refusal
 from .gateway import ExposedTool, Gateway, GatewayError
 from .tool_calls import describe_validation_error, error_result
 
@@ -135,6 +136,10 @@ class Downstream:
                 self.broker.session(session_id)
             except ContextCoreError as exc:
                 return error_result(f"{name}: {exc.field}: {exc.message}")
+        config = self.gateway.server_config(server)
+        refusal = call_refusal(self.broker, session_id, server, tool, config)
+        if refusal is not None:
+            return error_result(f"{name}: {refusal}")
         wants_progress = meta is not None and any(
             k in meta for k in ("progress_token", "progressToken")
         )
@@ -165,6 +170,10 @@ class Downstream:
             if target is None:  # the exposed list changed since the host read it
                 return _json(error_result(f"no downstream tool is exposed as {name!r}"))
             server, tool = target
+        config = self.gateway.server_config(server)
+        refusal = call_refusal(self.broker, None, server, tool, config)
+        if refusal is not None:
+            return _json(error_result(f"{name}: {refusal}"))
         try:
             return await self.gateway.call_tool_json(server, tool, arguments)
         except GatewayError as exc:

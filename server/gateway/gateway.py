@@ -149,13 +149,41 @@ class Gateway:
                         definition=tool,
                         include=include,
                         available=server.state == "connected",
+                        enabled=item.enabled if item is not None else True,
                     )
                 )
         return sorted(rows, key=lambda t: t.name)
 
     def exposed_tools(self) -> list[ExposedTool]:
-        """The tools to list directly to hosts: effective mode ``always``, by exposed name."""
-        return [t for t in self.tools() if t.include == "always"]
+        """The tools to list directly to hosts: enabled, effective mode ``always``, by exposed
+        name."""
+        return [t for t in self.tools() if t.include == "always" and t.enabled]
+
+    def server_config(self, server: str) -> DownstreamConfig | None:
+        """The settings in force for one server (tool settings change on reload), or None."""
+        state = self._servers.get(server)
+        return state.config if state is not None else None
+
+    def retune(self, servers: Mapping[str, DownstreamConfig]) -> list[str]:
+        """Apply new tool settings (``include``, ``tools``, ``call_policy``) to the servers
+        already running; return the names of servers added, removed or otherwise changed,
+        whose new settings take effect only after a restart."""
+        later = sorted(set(servers) ^ set(self._servers))
+        for name, state in self._servers.items():
+            new = servers.get(name)
+            if new is None:
+                continue
+            tuned = state.config.model_copy(
+                update={"include": new.include, "tools": new.tools, "call_policy": new.call_policy}
+            )
+            if tuned != new:
+                later.append(name)
+            if tuned != state.config:
+                state.config = tuned
+                if state.tools:
+                    self.catalog.replace_server_tools(name, self._tool_items(state, state.tools))
+        self._notify_exposed()
+        return sorted(later)
 
     def resolve(self, exposed_name: str) -> tuple[str, str] | None:
         """``(server, original tool name)`` of an exposed name, or None."""
@@ -331,18 +359,7 @@ class Gateway:
     def _apply_tools(
         self, server: DownstreamServer, tools: list[types.Tool], connection: Connection
     ) -> None:
-        tool_cfg = server.config.tools
-        items = [
-            Tool(
-                server=server.name,
-                name=t.name,
-                description=self.redactor.redact(t.description or t.title or ""),
-                input_schema=dict(t.input_schema),
-                include=tool_cfg[t.name].include if t.name in tool_cfg else None,
-                server_include=server.config.include,
-            )
-            for t in tools
-        ]
+        items = self._tool_items(server, tools)
         self.catalog.replace_server_tools(server.name, items)
         server.tools = list(tools)
         self._rename()
@@ -354,6 +371,22 @@ class Gateway:
             last_refresh=datetime.now(UTC),
         )
         self._notify_exposed()
+
+    def _tool_items(self, server: DownstreamServer, tools: list[types.Tool]) -> list[Tool]:
+        """Catalog items for a server's listed tools, with its per-tool settings applied."""
+        tool_cfg = server.config.tools
+        return [
+            Tool(
+                server=server.name,
+                name=t.name,
+                description=self.redactor.redact(t.description or t.title or ""),
+                input_schema=dict(t.input_schema),
+                include=tool_cfg[t.name].include if t.name in tool_cfg else None,
+                server_include=server.config.include,
+                enabled=tool_cfg[t.name].enabled if t.name in tool_cfg else True,
+            )
+            for t in tools
+        ]
 
     def _rename(self) -> None:
         pairs = [(s.name, t.name) for s in self._servers.values() for t in s.tools]

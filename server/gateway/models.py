@@ -73,6 +73,7 @@ class ExposedTool:
     definition: types.Tool
     include: IncludeMode
     available: bool
+    enabled: bool = True
 
     def as_mcp_tool(self) -> types.Tool:
         """The downstream definition under the exposed name (schemas forwarded verbatim)."""
