@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import anyio
 from mcp.server import Server
 
-from contextcore.config import BrokerConfig, load_config
+from contextcore.config import BrokerConfig, DownstreamConfig, load_config
 from contextcore.errors import ConfigError, ContextCoreError
 from contextcore.factory import BrokerParts, build_broker
 from contextcore.history_service import HistoryService
@@ -89,7 +90,8 @@ def serve(
         config.persistence.backend,
     )
     _load_model_in_background(parts)
-    gateway = build_gateway(config, parts)
+    servers = resolve_servers(config)
+    gateway = build_gateway(config, parts, servers)
     history = HistoryService(parts.broker, config.history)
     downstream = None
     if gateway is not None:
@@ -97,7 +99,7 @@ def serve(
             gateway,
             parts.broker,
             history=history,
-            record={name: cfg.record_calls for name, cfg in resolve_servers(config).items()},
+            record={name: cfg.record_calls for name, cfg in servers.items()},
             record_max_chars=config.gateway.record_max_chars,
         )
     server = build_server(
@@ -140,16 +142,23 @@ def _load_model_in_background(parts: BrokerParts) -> None:
     threading.Thread(target=load, name="model-load", daemon=True).start()
 
 
-def build_gateway(config: BrokerConfig, parts: BrokerParts) -> Gateway | None:
+def build_gateway(
+    config: BrokerConfig,
+    parts: BrokerParts,
+    servers: Mapping[str, DownstreamConfig] | None = None,
+) -> Gateway | None:
     """The downstream gateway, when the config names any server; its secret values are
-    scrubbed from every log line from here on."""
+    scrubbed from every log line from here on. ``servers``: the config's servers as
+    :func:`resolve_servers` gave them, when the caller already has them."""
     if not config.servers and config.mcp_servers_file is None:
         return None
     g = config.gateway
     settings = GatewaySettings(
         backoff_base=g.backoff_base, backoff_max=g.backoff_max, debounce=g.debounce
     )
-    gateway = Gateway.from_config(config, parts.catalog, settings=settings)
+    if servers is None:
+        servers = resolve_servers(config)
+    gateway = Gateway(servers, parts.catalog, settings=settings)
     for handler in logging.getLogger().handlers:
         handler.addFilter(gateway.redactor.filter())
     return gateway

@@ -11,12 +11,22 @@ Shapes understood:
 
 Keys a host uses for its own purposes (``alwaysAllow``, ``envFile``, ...) are ignored. Values keep
 their ``${env:NAME}`` references; the gateway expands them when it connects.
+
+A host's file usually lists the broker itself. Such an entry (its command is ``context-broker``,
+this installation's script, or ``python -m server.cli``) is kept but disabled with a warning, so
+the broker never starts itself. Every stdio child gets ``CONTEXT_BROKER_DEPTH`` (this broker's
+depth plus one) in its environment: a broker that finds the marker disables every downstream
+that is a broker, and one two levels down (a broker the name check missed) starts none at all.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import re
+import shutil
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -27,7 +37,23 @@ from contextcore.config import BrokerConfig, DownstreamConfig
 
 from .errors import ServersFileError
 
-__all__ = ["load_servers_file", "parse_servers", "resolve_servers"]
+__all__ = [
+    "DEPTH_ENV",
+    "broker_depth",
+    "is_broker_command",
+    "load_servers_file",
+    "parse_servers",
+    "resolve_servers",
+]
+
+log = logging.getLogger(__name__)
+
+DEPTH_ENV = "CONTEXT_BROKER_DEPTH"
+"""Set in every stdio child's environment: how many brokers are above it."""
+_BROKER_NAMES = frozenset({"context-broker", "mcp-context-broker"})
+_BROKER_MODULE = "server.cli"
+# Programs that run another program named in their arguments.
+_LAUNCHERS = frozenset({"uv", "uvx", "pipx", "pdm", "poetry", "hatch", "rye", "env"})
 
 _TRANSPORTS = {
     "stdio": "stdio",
@@ -115,14 +141,113 @@ def load_servers_file(path: Path) -> dict[str, DownstreamConfig]:
     return servers
 
 
-def resolve_servers(config: BrokerConfig) -> dict[str, DownstreamConfig]:
+def broker_depth(environ: Mapping[str, str]) -> int:
+    """How many brokers started this process (0: none); a garbled marker counts as 1."""
+    raw = environ.get(DEPTH_ENV)
+    if raw is None:
+        return 0
+    try:
+        return max(1, int(raw))
+    except ValueError:
+        return 1
+
+
+def _program(token: str) -> str:
+    name = token.replace("\\", "/").rsplit("/", 1)[-1].lower()
+    for suffix in (".exe", ".cmd", ".bat"):
+        name = name.removesuffix(suffix)
+    return name
+
+
+def _own_scripts() -> set[Path]:
+    found = {Path(sys.executable).parent / "context-broker"}
+    which = shutil.which("context-broker")
+    if which:
+        found.add(Path(which))
+    if _program(sys.argv[0]) in _BROKER_NAMES:
+        found.add(Path(sys.argv[0]))
+    return {p.resolve() for p in found if p.exists()}
+
+
+def _is_own_script(token: str, own: set[Path]) -> bool:
+    where = shutil.which(token) if "/" not in token else token
+    if not where:
+        return False
+    try:
+        return Path(where).expanduser().resolve() in own
+    except OSError:
+        return False
+
+
+def is_broker_command(config: DownstreamConfig) -> bool:
+    """Whether a stdio entry starts the context broker: ``context-broker`` (any path), this
+    installation's script under any name, ``python -m server.cli``, or one of those behind a
+    launcher such as ``uv run`` or ``uvx``."""
+    if config.command is None:
+        return False
+    own = _own_scripts()
+    program = _program(config.command)
+    if program in _BROKER_NAMES or _is_own_script(config.command, own):
+        return True
+    if not (program.startswith("python") or program in _LAUNCHERS):
+        return False
+    args = list(config.args)
+    for i, arg in enumerate(args):
+        module = args[i + 1 : i + 2] if arg == "-m" else [arg.removeprefix("-m")]
+        if arg.startswith("-m") and module == [_BROKER_MODULE]:
+            return True
+        if not arg.startswith("-") and (_program(arg) in _BROKER_NAMES or _is_own_script(arg, own)):
+            return True
+    return False
+
+
+def _disable(name: str, cfg: DownstreamConfig, why: str) -> DownstreamConfig:
+    log.warning("downstream %r skipped: %s", name, why)
+    return cfg.model_copy(update={"enabled": False})
+
+
+def resolve_servers(
+    config: BrokerConfig, environ: Mapping[str, str] | None = None
+) -> dict[str, DownstreamConfig]:
     """Every downstream server of a config: the servers file first, ``[servers.*]`` winning on
-    a name clash; relative ``cwd`` values of config tables resolve against the config folder."""
+    a name clash; relative ``cwd`` values of config tables resolve against the config folder.
+
+    Entries that would start a broker where that is not allowed come back disabled, each with
+    a warning (see the module docstring); ``environ`` (default ``os.environ``) holds the marker.
+    """
+    depth = broker_depth(os.environ if environ is None else environ)
     merged: dict[str, DownstreamConfig] = {}
     if config.mcp_servers_file is not None:
-        merged.update(load_servers_file(config.resolve(config.mcp_servers_file)))
+        for name, cfg in load_servers_file(config.resolve(config.mcp_servers_file)).items():
+            if cfg.enabled and is_broker_command(cfg):
+                cfg = _disable(
+                    name,
+                    cfg,
+                    f"it starts the context broker itself (command {cfg.command!r} in "
+                    f"{str(config.mcp_servers_file)!r}); a broker never imports itself from a "
+                    "servers file, chain another broker with a [servers.NAME] table if you "
+                    "really mean to",
+                )
+            merged[name] = cfg
     for name, cfg in config.servers.items():
         if cfg.cwd is not None and not cfg.cwd.is_absolute():
             cfg = cfg.model_copy(update={"cwd": config.resolve(cfg.cwd)})
         merged[name] = cfg
+    for name, cfg in merged.items():
+        if not cfg.enabled:
+            continue
+        if depth >= 2:
+            merged[name] = _disable(
+                name,
+                cfg,
+                f"this broker was started {depth} brokers deep ({DEPTH_ENV}={depth}), so it "
+                "starts no downstream servers; remove the broker from the servers it starts",
+            )
+        elif depth == 1 and is_broker_command(cfg):
+            merged[name] = _disable(
+                name,
+                cfg,
+                f"it starts a context broker (command {cfg.command!r}) and this broker was "
+                f"itself started by one ({DEPTH_ENV}=1); brokers are chained one level at most",
+            )
     return merged

@@ -25,6 +25,7 @@ from .connection import Connection, open_connection, read_tail, spool_stderr
 from .errors import GatewayError
 from .models import GatewaySettings, ServerState
 from .secrets import Redactor, expand_server
+from .servers_file import DEPTH_ENV, broker_depth
 
 __all__ = ["DownstreamServer", "Supervisor"]
 
@@ -88,6 +89,9 @@ class Supervisor:
             self.server.first_attempt_done.set()
             return
         self.redactor.add(secrets)
+        if config.kind == "stdio":
+            marker = {DEPTH_ENV: str(broker_depth(self.environ) + 1)}
+            config = config.model_copy(update={"env": {**config.env, **marker}})
         attempt = 0
         while True:
             if await self._session_once(config):
