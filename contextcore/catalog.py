@@ -103,6 +103,16 @@ class Catalog:
             if self._items.pop(ref, None) is not None:
                 self.version += 1
 
+    def apply(self, upserts: Iterable[ContextItem], removals: Iterable[ItemRef]) -> None:
+        """Add or replace ``upserts`` and drop ``removals`` as one change: readers see the
+        old set or the new one, and ``version`` moves once."""
+        with self._lock:
+            for ref in removals:
+                self._items.pop(ref, None)
+            for item in upserts:
+                self._items[item.ref] = item
+            self.version += 1
+
     def replace_server_tools(self, server: str, tools: Iterable[Tool]) -> None:
         """Swap the whole tool list of one server."""
         with self._lock:

@@ -25,6 +25,7 @@ __all__ = [
     "default_model_dir",
     "load_items",
     "resolve_model_dir",
+    "search_settings",
 ]
 
 
@@ -94,10 +95,10 @@ def build_cache(config: BrokerConfig) -> EmbeddingCache:
     return SqliteEmbeddingCache(config.resolve(path)) if path else MemoryEmbeddingCache()
 
 
-def build_search(config: BrokerConfig, catalog: Catalog, embedder: Embedder | None) -> SearchEngine:
-    """A search engine over ``catalog`` with the config's defaults."""
+def search_settings(config: BrokerConfig) -> SearchSettings:
+    """The config's ranking defaults (what a reload can change without a restart)."""
     s = config.search
-    settings = SearchSettings(
+    return SearchSettings(
         top_k=s.top_k,
         top_n=s.top_n,
         include_score=s.include_score,
@@ -105,6 +106,11 @@ def build_search(config: BrokerConfig, catalog: Catalog, embedder: Embedder | No
         lexical_weight=s.lexical_weight,
         max_query_chars=s.max_query_chars,
     )
+
+
+def build_search(config: BrokerConfig, catalog: Catalog, embedder: Embedder | None) -> SearchEngine:
+    """A search engine over ``catalog`` with the config's defaults."""
+    settings = search_settings(config)
     return SearchEngine(catalog, embedder, cache=build_cache(config), settings=settings)
 
 
