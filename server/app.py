@@ -24,6 +24,7 @@ from .gateway import Gateway, GatewaySettings, resolve_servers
 from .http import build_http_app, guard_settings, run_http
 from .mcp_server import build_server
 from .passthrough import DirectCalls
+from .reload import ConfigReloader, serve_with_reload
 from .stdio import fast_stdio_server
 from .summarizers import SummarizerFactory
 
@@ -92,6 +93,7 @@ def serve(
     _load_model_in_background(parts)
     servers = resolve_servers(config)
     gateway = build_gateway(config, parts, servers)
+    reloader = ConfigReloader(config_path, parts, gateway)  # before downstream tools arrive
     history = HistoryService(parts.broker, config.history)
     downstream = None
     if gateway is not None:
@@ -112,14 +114,15 @@ def serve(
     )
     if transport == "stdio":
         direct = DirectCalls(downstream) if downstream is not None else None
-        anyio.run(_with_gateway, gateway, _serve_stdio, server, direct)
+        anyio.run(serve_with_reload, reloader, _with_gateway, gateway, _serve_stdio, server, direct)
         return 0
     http = config.server.http
     bind_host = host or http.host
     guard = guard_settings(http, bind_host)
     app = build_http_app(server, transport, guard)
     bind_port = http.port if port is None else port
-    anyio.run(_with_gateway, gateway, run_http, app, transport, bind_host, bind_port)
+    args = (gateway, run_http, app, transport, bind_host, bind_port)
+    anyio.run(serve_with_reload, reloader, _with_gateway, *args)
     return 0
 
 
