@@ -2,7 +2,8 @@
 
 It does what the SDK's ``stdio_client`` does for the client session (spawn the server in its
 own process group with the SDK's default environment, newline-delimited JSON-RPC both ways,
-stderr to the given file, and on exit: close stdin, wait, then terminate the process group),
+stderr to the given file, and on exit: close stdin, wait, then terminate the process group;
+a small watcher process kills the group when the broker dies without that exit),
 and adds :meth:`StdioLink.request_json`: a request written straight to the server's stdin
 whose response line is handed back as JSON straight from the reader, never entering the
 session's streams. Forwarded tool calls take it, so the broker's hop costs little more than
@@ -18,6 +19,8 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import os
+import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from typing import IO, Any
@@ -219,15 +222,16 @@ async def _drain(stdout: anyio.abc.ByteReceiveStream) -> None:
 
 
 async def _stop(process: anyio.abc.Process) -> None:
-    """Close stdin, give the server time to exit, then terminate its process group."""
+    """Close stdin, give the server time to exit, then terminate its process group (always:
+    what the server started and left behind goes too)."""
     assert process.stdin is not None and process.stdout is not None
     with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
         await process.stdin.aclose()
     with anyio.move_on_after(_EXIT_GRACE):
         while process.returncode is None:
             await anyio.sleep(_POLL)
+    await terminate_posix_process_tree(process, _KILL_GRACE)
     if process.returncode is None:
-        await terminate_posix_process_tree(process, _KILL_GRACE)
         with anyio.move_on_after(_KILL_GRACE):
             while process.returncode is None:
                 await anyio.sleep(_POLL)
@@ -237,12 +241,56 @@ async def _stop(process: anyio.abc.Process) -> None:
         await process.stdout.aclose()
 
 
+# A shell outside the server's process group, blocked reading a pipe whose write end only the
+# broker holds. EOF comes when the broker dies in any way (SIGKILL included); then it kills the
+# server's whole group. On a normal stop the broker stops the group itself, then the watcher.
+_WATCH = 'read -r _ || :; kill -s KILL -- "-$0" 2>/dev/null'
+
+
+class _Watcher:
+    """Kills a process group if the broker dies without stopping it."""
+
+    def __init__(self, process: anyio.abc.Process, write_end: int) -> None:
+        self._process = process
+        self._write_end = write_end
+
+    @classmethod
+    async def start(cls, pgid: int) -> _Watcher:
+        read_end, write_end = os.pipe()
+        try:
+            process = await anyio.open_process(
+                ["/bin/sh", "-c", _WATCH, str(pgid)],
+                stdin=read_end,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except BaseException:
+            os.close(write_end)
+            raise
+        finally:
+            os.close(read_end)
+        return cls(process, write_end)
+
+    async def stop(self) -> None:
+        """Kill and reap the watcher (its group must already be stopped), then drop the pipe."""
+        with suppress(ProcessLookupError):
+            self._process.kill()
+        with anyio.CancelScope(shield=True), anyio.move_on_after(_KILL_GRACE):
+            await self._process.wait()
+        os.close(self._write_end)
+
+
 @asynccontextmanager
 async def open_stdio_link(
     server: StdioServerParameters, errlog: IO[bytes] | None
 ) -> AsyncIterator[StdioLink]:
     """Spawn ``server`` and run its pumps until the block exits; stopping is shielded and
-    every wait in it bounded, so a cancelled caller neither leaks the process nor hangs."""
+    every wait in it bounded, so a cancelled caller neither leaks the process nor hangs.
+
+    The server runs in its own process group, which is stopped when the block exits and, by a
+    watcher process, when the broker dies without running this code (``SIGKILL``).
+    """
     process = await anyio.open_process(
         [server.command, *server.args],
         env=get_default_environment() | (server.env or {}),
@@ -250,6 +298,21 @@ async def open_stdio_link(
         cwd=server.cwd,
         start_new_session=True,
     )
+    try:
+        watcher = await _Watcher.start(process.pid)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await _stop(process)
+        raise
+    try:
+        async with _pumped(process) as link:
+            yield link
+    finally:
+        await watcher.stop()
+
+
+@asynccontextmanager
+async def _pumped(process: anyio.abc.Process) -> AsyncIterator[StdioLink]:
     link = StdioLink(process, prefix=f"cb-{next(_ids)}-")
     writer_done = anyio.Event()
 
