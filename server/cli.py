@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any
 
 from contextcore.catalog import Catalog
 from contextcore.config import BrokerConfig, load_config
@@ -72,9 +73,36 @@ def _parser() -> argparse.ArgumentParser:
     stats.add_argument("--session", default=None, help="one session id (default: all)")
     stats.add_argument("--json", action="store_true", help="print one JSON object")
 
+    _tools_parser(sub)
+
     setup = sub.add_parser("setup-model", help="prepare the embedding model without a model hub")
     setup.add_argument("--dest", type=Path, default=None, help="target directory")
     return parser
+
+
+def _tools_parser(sub: Any) -> None:
+    tools = sub.add_parser("tools", help="review and approve held-back downstream tools")
+    actions = tools.add_subparsers(dest="tools_command", required=True)
+    for name in ("status", "list"):
+        status = actions.add_parser(name, help="show the tool changes waiting for approval")
+        status.add_argument("--json", action="store_true", help="print one JSON object")
+    approve = actions.add_parser("approve", help="approve a held tool (or all of a server's)")
+    approve.add_argument("target", metavar="SERVER[/TOOL]")
+    for action in actions.choices.values():
+        where = action.add_mutually_exclusive_group()
+        where.add_argument("--config", type=Path, help="the broker config (its [gateway] pin_file)")
+        where.add_argument("--pin-file", type=Path, help="the pin file itself")
+
+
+def _cmd_tools(args: argparse.Namespace) -> int:
+    from .gateway.approvals import approve_tools, pin_file_of, tools_status
+
+    path = pin_file_of(args.config, args.pin_file)
+    if args.tools_command == "approve":
+        print(approve_tools(path, args.target))
+    else:
+        print(tools_status(path, as_json=args.json))
+    return 0
 
 
 def _parse_ks(raw: str) -> list[int]:
@@ -189,6 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "check": _cmd_check,
         "stats": _cmd_stats,
         "serve": _cmd_serve,
+        "tools": _cmd_tools,
     }
     try:
         return commands[args.command](args)

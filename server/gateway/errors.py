@@ -6,6 +6,8 @@
      ├── UnknownServerError      no downstream server by that name
      ├── UnknownToolError        the server does not list that tool (or prompt, or resource)
      ├── ServerUnavailableError  the server is not connected right now (starting, down, disabled)
+     ├── ToolHeldError           the tool's definition is held back until a person approves it
+     ├── PinFileError            the pin file cannot be read or written, or nothing to approve
      └── DownstreamError         the downstream failed a request (timeout, protocol error, crash)
 
 Messages never contain secret values: they pass the gateway's redactor before being raised.
@@ -16,9 +18,11 @@ from __future__ import annotations
 __all__ = [
     "DownstreamError",
     "GatewayError",
+    "PinFileError",
     "SecretError",
     "ServerUnavailableError",
     "ServersFileError",
+    "ToolHeldError",
     "UnknownServerError",
     "UnknownToolError",
 ]
@@ -59,3 +63,11 @@ class ServerUnavailableError(GatewayError):
 
 class DownstreamError(GatewayError):
     """A downstream request failed: timeout, protocol error or a dead connection."""
+
+
+class ToolHeldError(GatewayError):
+    """The tool is held back: new or changed since approved, or flagged under strict trust."""
+
+
+class PinFileError(GatewayError):
+    """The pin file cannot be read or written, or an approval matched nothing."""

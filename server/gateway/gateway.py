@@ -29,12 +29,19 @@ from contextcore.items import Tool
 
 from ._proxy import ResourceProxy
 from .connection import Connection
-from .errors import DownstreamError, GatewayError, ServerUnavailableError, UnknownServerError
+from .errors import (
+    DownstreamError,
+    GatewayError,
+    ServerUnavailableError,
+    ToolHeldError,
+    UnknownServerError,
+)
 from .models import ExposedTool, GatewaySettings, ServerStatus
 from .naming import assign_names
 from .secrets import Redactor
 from .servers_file import resolve_servers
 from .supervisor import DownstreamServer, Supervisor
+from .trust import ToolGate, approve_hint, log_report
 
 __all__ = ["ExposedChangeFn", "Gateway"]
 
@@ -62,8 +69,10 @@ class Gateway:
         environ: Mapping[str, str] | None = None,
         on_exposed_change: ExposedChangeFn | None = None,
         redactor: Redactor | None = None,
+        gate: ToolGate | None = None,
     ) -> None:
         self.catalog = catalog
+        self.gate = gate or ToolGate()
         self.settings = settings or GatewaySettings()
         self.redactor = redactor or Redactor()
         self.on_exposed_change = on_exposed_change
@@ -78,7 +87,9 @@ class Gateway:
 
     @classmethod
     def from_config(cls, config: BrokerConfig, catalog: Catalog, **kwargs: Any) -> Gateway:
-        """A gateway for every server of ``config`` (``[servers.*]`` plus the servers file)."""
+        """A gateway for every server of ``config`` (``[servers.*]`` plus the servers file),
+        its tools vetted against the config's pin file and limits."""
+        kwargs.setdefault("gate", ToolGate.from_config(config))
         return cls(resolve_servers(config), catalog, **kwargs)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -102,6 +113,8 @@ class Gateway:
                 on_change=self._changed_now,
             )
             self._tg.start_soon(supervisor.run, name=f"gateway:{server.name}")
+        if self.gate.pins.path is not None:
+            self._tg.start_soon(self._watch_pins, name="gateway:pins")
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -213,6 +226,7 @@ class Gateway:
         """
         state = self._server(server)
         original = self._original_tool(state, tool)
+        self._refuse_held(state, original)
         conn = self._live(state, original)
         progress = self._redacted_progress(progress_callback)
         try:
@@ -239,6 +253,7 @@ class Gateway:
         same ``GatewayError``. What a pass-through relays to the host unchanged."""
         state = self._server(server)
         original = self._original_tool(state, tool)
+        self._refuse_held(state, original)
         conn = self._live(state, original)
         try:
             result = await conn.call_tool_json(
@@ -359,10 +374,7 @@ class Gateway:
     def _apply_tools(
         self, server: DownstreamServer, tools: list[types.Tool], connection: Connection
     ) -> None:
-        items = self._tool_items(server, tools)
-        self.catalog.replace_server_tools(server.name, items)
-        server.tools = list(tools)
-        self._rename()
+        self._admit(server, tools)
         self._set(
             server,
             state="connected",
@@ -371,6 +383,47 @@ class Gateway:
             last_refresh=datetime.now(UTC),
         )
         self._notify_exposed()
+
+    def _admit(self, server: DownstreamServer, tools: list[types.Tool]) -> None:
+        """Where every fresh tool list enters: only what the gate admits (cleaned, within the
+        limits, pinned or approved) reaches the catalog, the exposed list and calls."""
+        admission = self.gate.admit(server.name, server.config, tools)
+        log_report(server.name, server.trust, admission.report)
+        server.listing, server.held, server.trust = (
+            admission.listing,
+            admission.held,
+            admission.report,
+        )
+        self.catalog.replace_server_tools(server.name, self._tool_items(server, admission.accepted))
+        server.tools = admission.accepted
+        self._rename()
+
+    async def _watch_pins(self) -> None:
+        """Decide again for every listed server when the pin file changes (an approval)."""
+        while True:
+            await anyio.sleep(self.settings.pin_poll)
+            if not self.gate.reload():
+                continue
+            for server in self._servers.values():
+                if server.listing:
+                    self._admit(server, server.listing)
+            self._changed_now()
+            self._notify_exposed()
+
+    def _refuse_held(self, server: DownstreamServer, tool: str) -> None:
+        held = server.held.get(tool) or next(
+            (h for h in server.held.values() if f"{server.name}__{h.name}" == tool), None
+        )
+        if held is None:
+            return
+        raise ToolHeldError(
+            f"tool {held.name!r} of downstream server {server.name!r} is held back: "
+            f"{held.reason}. Review it with `context-broker tools status --config FILE` and "
+            f"approve it with `{approve_hint(server.name, held.name)}`, or set "
+            f'trust = "auto" in [servers.{server.name}] to accept its changes',
+            server=server.name,
+            tool=held.name,
+        )
 
     def _tool_items(self, server: DownstreamServer, tools: list[types.Tool]) -> list[Tool]:
         """Catalog items for a server's listed tools, with its per-tool settings applied."""
@@ -432,4 +485,5 @@ class Gateway:
             last_error=server.last_error,
             last_refresh=server.last_refresh,
             reconnects=server.reconnects,
+            trust=server.trust,
         )

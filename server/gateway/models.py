@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import mcp_types as types
 
 from contextcore.items import IncludeMode
+
+if TYPE_CHECKING:
+    from .trust import TrustReport
 
 __all__ = ["ExposedTool", "GatewaySettings", "ServerState", "ServerStatus"]
 
@@ -27,6 +30,7 @@ class GatewaySettings:
     backoff_base: float = 0.5
     backoff_max: float = 30.0
     debounce: float = 0.25
+    pin_poll: float = 1.0  # seconds between checks of the pin file for approvals
 
     def backoff(self, attempt: int) -> float:
         """Delay before reconnect attempt ``attempt`` (0-based)."""
@@ -44,6 +48,7 @@ class ServerStatus:
     last_error: str | None
     last_refresh: datetime | None
     reconnects: int
+    trust: TrustReport | None = None  # what the tool gate held, flagged, clipped or dropped
 
     @property
     def connected(self) -> bool:
@@ -60,6 +65,7 @@ class ServerStatus:
             "lastError": self.last_error,
             "lastRefresh": self.last_refresh.isoformat() if self.last_refresh else None,
             "reconnects": self.reconnects,
+            "trust": self.trust.to_dict() if self.trust is not None else None,
         }
 
 

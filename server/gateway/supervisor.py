@@ -26,6 +26,7 @@ from .errors import GatewayError
 from .models import GatewaySettings, ServerState
 from .secrets import Redactor, expand_server
 from .servers_file import DEPTH_ENV, broker_depth
+from .trust import HeldTool, TrustReport
 
 __all__ = ["DownstreamServer", "Supervisor"]
 
@@ -42,7 +43,10 @@ class DownstreamServer:
     config: DownstreamConfig
     state: ServerState = "starting"
     connection: Connection | None = None
-    tools: list[types.Tool] = field(default_factory=list)
+    tools: list[types.Tool] = field(default_factory=list)  # admitted: cleaned, pinned
+    listing: list[types.Tool] = field(default_factory=list)  # as last listed (within limits)
+    held: dict[str, HeldTool] = field(default_factory=dict)
+    trust: TrustReport | None = None
     last_error: str | None = None
     last_refresh: datetime | None = None
     reconnects: int = 0

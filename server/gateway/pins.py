@@ -1,0 +1,266 @@
+"""The pin file: each downstream tool's approved definition hash, and the changes waiting
+for approval.
+
+A JSON file meant to be readable in a diff and checkable into a repository::
+
+    {"version": 1, "servers": {"NAME": {
+        "tools":   {"TOOL": {"sha256": "...", "approved": "first-sight" | "user" | "auto",
+                             "at": "2026-..."}},
+        "pending": {"TOOL": {"sha256": "...", "reasons": ["..."], "seen": "2026-...",
+                             "definition": {name, title, description, inputSchema (cleaned)}}}
+    }}}
+
+Every write re-reads the file under an exclusive lock and replaces it atomically, so a
+running broker and ``context-broker tools approve`` never lose each other's changes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import mcp_types as types
+
+from .errors import PinFileError
+
+__all__ = ["Pin", "PinSource", "PinStore", "definition_digest"]
+
+log = logging.getLogger(__name__)
+
+PinSource = Literal["first-sight", "user", "auto"]
+_VERSION = 1
+
+try:  # POSIX: serialize writers; elsewhere the atomic replace alone has to do
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+
+def definition_digest(tool: types.Tool) -> str:
+    """sha256 of the canonical JSON of a tool's name, title, description and input schema,
+    as the downstream sent them (before any cleaning)."""
+    payload = {
+        "name": tool.name,
+        "title": tool.title,
+        "description": tool.description,
+        "inputSchema": tool.input_schema,
+    }
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Pin:
+    """The approved definition of one tool."""
+
+    sha256: str
+    approved: PinSource
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _empty() -> dict[str, Any]:
+    return {"version": _VERSION, "servers": {}}
+
+
+class PinStore:
+    """Pins and pending changes, kept in a JSON file (or in memory when ``path`` is None)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._data = _empty()
+        self._stamp: tuple[int, int] | None = None
+        if path is not None:
+            self._data = self._read()
+            self._stamp = self._stat()
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def pin(self, server: str, tool: str) -> Pin | None:
+        """The approved definition of ``server``/``tool``, or None if never pinned."""
+        row = self._server(self._data, server).get("tools", {}).get(tool)
+        if not isinstance(row, dict) or not isinstance(row.get("sha256"), str):
+            return None
+        source = row.get("approved")
+        return Pin(row["sha256"], source if source in ("first-sight", "user", "auto") else "user")
+
+    def pending(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """Every change waiting for approval: server → tool → entry (see module docstring)."""
+        out: dict[str, dict[str, dict[str, Any]]] = {}
+        for name, server in sorted(self._data.get("servers", {}).items()):
+            waiting = server.get("pending", {}) if isinstance(server, dict) else {}
+            if waiting:
+                out[name] = dict(sorted(waiting.items()))
+        return out
+
+    def changed_on_disk(self) -> bool:
+        """Whether the file changed since it was last read or written here; if so, reload."""
+        if self.path is None:
+            return False
+        stamp = self._stat()
+        if stamp == self._stamp:
+            return False
+        self._data = self._read()
+        self._stamp = stamp
+        return True
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def record(self, server: str, pins: dict[str, Pin], pending: dict[str, dict[str, Any]]) -> None:
+        """Set pins and pending entries of one server's tools (a pending entry of None
+        clears it); writes only when something changed."""
+
+        def apply(data: dict[str, Any]) -> bool:
+            row = data["servers"].setdefault(server, {})
+            changed = False
+            for tool, pin in pins.items():
+                current = row.get("tools", {}).get(tool, {})
+                if current.get("sha256") != pin.sha256 or current.get("approved") != pin.approved:
+                    entry = {"sha256": pin.sha256, "approved": pin.approved, "at": _now()}
+                    row.setdefault("tools", {})[tool] = entry
+                    changed = True
+            for tool, entry in pending.items():
+                waiting = row.setdefault("pending", {})
+                if entry is None:
+                    changed = waiting.pop(tool, None) is not None or changed
+                elif (
+                    waiting.get(tool, {}).get("sha256") != entry["sha256"]
+                    or waiting.get(tool, {}).get("reasons") != entry["reasons"]
+                ):
+                    waiting[tool] = {**entry, "seen": _now()}
+                    changed = True
+            if not row.get("pending"):
+                row.pop("pending", None)
+            return changed
+
+        self._update(apply)
+
+    def approve(self, server: str, tool: str | None) -> list[tuple[str, str]]:
+        """Approve pending changes of ``server`` (all, or one ``tool``); return the
+        ``(tool, sha256)`` pairs approved. Raises ``PinFileError`` if nothing matched."""
+        approved: list[tuple[str, str]] = []
+
+        def apply(data: dict[str, Any]) -> bool:
+            row = self._server(data, server)
+            waiting = row.get("pending", {})
+            names = sorted(waiting) if tool is None else [tool] if tool in waiting else []
+            for name in names:
+                digest = waiting.pop(name)["sha256"]
+                row.setdefault("tools", {})[name] = {
+                    "sha256": digest,
+                    "approved": "user",
+                    "at": _now(),
+                }
+                approved.append((name, digest))
+            if not waiting:
+                row.pop("pending", None)
+            return bool(names)
+
+        self._update(apply)
+        if not approved:
+            target = server if tool is None else f"{server}/{tool}"
+            waiting = [f"{s}/{t}" for s, tools in self.pending().items() for t in tools]
+            raise PinFileError(
+                f"nothing is waiting for approval for {target!r} in {str(self.path)!r}; "
+                + (
+                    f"waiting: {', '.join(waiting)}"
+                    if waiting
+                    else "no change is waiting (a change is recorded when the broker or "
+                    "`context-broker check` sees it)"
+                )
+            )
+        return approved
+
+    # -- file handling ---------------------------------------------------------------------
+
+    @staticmethod
+    def _server(data: dict[str, Any], server: str) -> dict[str, Any]:
+        row = data.get("servers", {}).get(server, {})
+        return row if isinstance(row, dict) else {}
+
+    def _update(self, apply: Callable[[dict[str, Any]], bool]) -> None:
+        if self.path is None:
+            apply(self._data)
+            return
+        with self._locked():
+            data = self._read()
+            if apply(data):
+                self._write(data)
+            self._data = data
+            self._stamp = self._stat()
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Hold an exclusive lock on the pin file's folder (no lock file left behind)."""
+        assert self.path is not None
+        if fcntl is None:
+            yield
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path.parent, os.O_RDONLY)
+        except OSError as exc:
+            raise self._error("cannot lock", exc) from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+    def _stat(self) -> tuple[int, int] | None:
+        assert self.path is not None
+        try:
+            st = self.path.stat()
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size)
+
+    def _read(self) -> dict[str, Any]:
+        assert self.path is not None
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return _empty()
+        except OSError as exc:
+            raise self._error("cannot read", exc) from exc
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise PinFileError(
+                f"pin file {str(self.path)!r} is not valid JSON ({exc}); fix it, or delete it "
+                "to pin every tool again on first sight"
+            ) from exc
+        if not isinstance(data, dict) or not isinstance(data.get("servers"), dict):
+            raise PinFileError(
+                f"pin file {str(self.path)!r} has no 'servers' object; fix it, or delete it to "
+                "pin every tool again on first sight"
+            )
+        return data
+
+    def _write(self, data: dict[str, Any]) -> None:
+        assert self.path is not None
+        text = json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=self.path.name, dir=self.path.parent)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            raise self._error("cannot write", exc) from exc
+
+    def _error(self, what: str, exc: OSError) -> PinFileError:
+        return PinFileError(
+            f"{what} pin file {str(self.path)!r}: {exc.strerror or exc}; choose a writable "
+            "place with [gateway] pin_file"
+        )

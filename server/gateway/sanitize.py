@@ -1,0 +1,211 @@
+"""Downstream tool definitions made safe to show: hidden characters stripped, text clipped,
+known prompt-injection phrasing flagged.
+
+Everything here runs in time linear in its input: one regex pass removes ANSI escape
+sequences, one removes invisible and control characters (Unicode categories Cc and Cf,
+Unicode tag characters, variation selectors of the supplement block), and the injection
+patterns have no nested quantifiers and only bounded gaps, run on clipped text.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types as types
+
+__all__ = [
+    "CleanText",
+    "CleanTool",
+    "Finding",
+    "clean_text",
+    "clean_tool",
+    "scan",
+]
+
+ELLIPSIS = "…"
+_KEEP = frozenset("\n\t")
+_MAX_SCHEMA_DEPTH = 32
+_PLANES = (*range(0x0, 0x20000), *range(0xE0000, 0xF0000))
+# CSI (ESC [ ... final), OSC (ESC ] ... BEL or ST, stops at the next ESC), two-byte escapes.
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+
+# Each pattern: a name reported to users and a regex with bounded gaps only (linear time).
+_PATTERNS: tuple[tuple[str, str], ...] = (
+    (
+        "instruction tag",
+        r"<\s*/?\s*(?:important|system|instructions?|secret|hidden|admin|system_prompt)\s*>",
+    ),
+    (
+        "override of previous instructions",
+        r"\b(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+)?(?:of\s+)?(?:the\s+|your\s+)?"
+        r"(?:previous|prior|above|earlier|preceding|original)\s+"
+        r"(?:instructions?|prompts?|rules|directions|guidelines|messages?)",
+    ),
+    (
+        "concealment from the user",
+        r"\b(?:do\s+not|don't|dont|never|without)\s+(?:tell|telling|inform|informing|mention|"
+        r"mentioning|reveal|revealing|notify|notifying|alert|alerting|show|showing)\s+"
+        r"(?:this\s+(?:to\s+)?|it\s+(?:to\s+)?|anything\s+(?:to\s+)?)?the\s+user",
+    ),
+    (
+        "sensitive file",
+        r"~/\.ssh|\.ssh/|\bid_rsa\b|\bid_ed25519\b|\.aws/credentials|/etc/passwd|/etc/shadow|"
+        r"\.netrc\b|\.git-credentials|\.cursor/mcp\.json|claude_desktop_config\.json",
+    ),
+    (
+        "data exfiltration",
+        r"\b(?:send|upload|post|forward|transmit|exfiltrate|leak|copy)\b[^.\n]{0,80}?"
+        r"\b(?:private\s+keys?|ssh\s+keys?|credentials|api[\s_-]?keys?|passwords?|"
+        r"access\s+tokens?|secrets?)\b",
+    ),
+    (
+        "precondition on other actions",
+        r"\bbefore\s+(?:using|calling|invoking|running)\s+(?:this|any|the)\s+tool\b[^.\n]{0,80}?"
+        r"\b(?:read|open|call|run|fetch|pass|include|send)\b",
+    ),
+    ("new instructions", r"\bnew\s+instructions?\s*:|\byou\s+are\s+now\s+(?:a|an|in)\b"),
+    ("model control token", r"<\|[a-z_]{2,20}\|>|\[/?inst\]|\[/?system\]"),
+    ("hidden marker", r"<!--"),
+)
+_SCANNERS = tuple((name, re.compile(rx)) for name, rx in _PATTERNS)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One reason a definition looks like an injection attempt."""
+
+    kind: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.detail}"
+
+
+@dataclass(frozen=True)
+class CleanText:
+    """A text with hidden characters removed and clipped to a length."""
+
+    text: str
+    removed: frozenset[str]  # readable names of what was removed
+    clipped_from: int | None  # original length (after stripping) when clipped
+
+
+@dataclass(frozen=True)
+class CleanTool:
+    """A downstream tool as it may be shown: the cleaned definition and what was found."""
+
+    tool: types.Tool
+    findings: tuple[Finding, ...]
+    clipped: bool
+
+
+@functools.cache
+def _hidden_class() -> re.Pattern[str]:
+    """Every code point of categories Cc and Cf (but newline and tab), Unicode tags and the
+    supplementary variation selectors, as one character class; built once per process.
+
+    Only planes 0, 1 and 14 hold such characters (planes 2-3 are ideographs, 15-16 private
+    use, the rest unassigned), so only those are walked: ~0.1 s instead of ~1 s."""
+    starts: list[tuple[int, int]] = []
+    for cp in _PLANES:
+        char = chr(cp)
+        hidden = (
+            (unicodedata.category(char) in ("Cc", "Cf") and char not in _KEEP)
+            or 0xE0000 <= cp <= 0xE007F
+            or 0xE0100 <= cp <= 0xE01EF
+        )
+        if not hidden:
+            continue
+        if starts and starts[-1][1] == cp - 1:
+            starts[-1] = (starts[-1][0], cp)
+        else:
+            starts.append((cp, cp))
+    ranges = "".join(
+        re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}"
+        for a, b in starts
+    )
+    return re.compile(f"[{ranges}]")
+
+
+def _char_name(char: str) -> str:
+    name = unicodedata.name(char, "")
+    return f"U+{ord(char):04X}" + (f" {name}" if name else "")
+
+
+def clean_text(text: str, max_chars: int) -> CleanText:
+    """``text`` without ANSI escapes and invisible or control characters, clipped to
+    ``max_chars`` (the last kept character replaced by "…")."""
+    removed: set[str] = set()
+    without_ansi = _ANSI.sub("", text)
+    if len(without_ansi) != len(text):
+        removed.add("ANSI escape sequence")
+    hidden = _hidden_class()
+    found = set(hidden.findall(without_ansi))
+    stripped = hidden.sub("", without_ansi) if found else without_ansi
+    removed.update(_char_name(c) for c in sorted(found)[:8])
+    if len(stripped) <= max_chars:
+        return CleanText(stripped, frozenset(removed), None)
+    return CleanText(stripped[: max_chars - 1] + ELLIPSIS, frozenset(removed), len(stripped))
+
+
+def scan(texts: Iterable[str]) -> list[Finding]:
+    """Known injection phrasing in already cleaned and clipped ``texts``."""
+    findings: dict[str, Finding] = {}
+    for text in texts:
+        folded = unicodedata.normalize("NFKC", text).casefold()
+        for name, pattern in _SCANNERS:
+            if name in findings:
+                continue
+            match = pattern.search(folded)
+            if match is not None:
+                findings[name] = Finding(name, repr(match.group(0)[:60]))
+    return list(findings.values())
+
+
+def clean_tool(tool: types.Tool, max_chars: int) -> CleanTool:
+    """``tool`` with its description, title and every description or title inside its input
+    schema cleaned and clipped; flagged for hidden characters and injection phrasing."""
+    removed: set[str] = set()
+    clipped = False
+    texts: list[str] = []
+
+    def clean(value: str) -> str:
+        nonlocal clipped
+        result = clean_text(value, max_chars)
+        removed.update(result.removed)
+        clipped = clipped or result.clipped_from is not None
+        texts.append(result.text)
+        return result.text
+
+    description = clean(tool.description) if tool.description is not None else None
+    title = clean(tool.title) if tool.title is not None else None
+    schema = _clean_schema(tool.input_schema, clean, 0)
+    findings = scan(texts)
+    if removed:
+        findings.insert(0, Finding("hidden characters", ", ".join(sorted(removed))))
+    cleaned = tool.model_copy(
+        update={"description": description, "title": title, "input_schema": schema}
+    )
+    return CleanTool(cleaned, tuple(findings), clipped)
+
+
+def _clean_schema(node: Any, clean: Any, depth: int) -> Any:
+    """A copy of a JSON schema with ``description``/``title`` strings cleaned; nesting past
+    a fixed depth is kept as is (schemas that deep are not read by models anyway)."""
+    if depth > _MAX_SCHEMA_DEPTH:
+        return node
+    if isinstance(node, Mapping):
+        return {
+            key: clean(value)
+            if key in ("description", "title") and isinstance(value, str)
+            else _clean_schema(value, clean, depth + 1)
+            for key, value in node.items()
+        }
+    if isinstance(node, list):
+        return [_clean_schema(value, clean, depth + 1) for value in node]
+    return node

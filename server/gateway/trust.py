@@ -1,0 +1,276 @@
+"""Which downstream tools may be shown and called: pins, trust modes, limits.
+
+Every fresh tool list of a server passes :meth:`ToolGate.admit` before anything else sees it:
+
+1. tools past the server's limit (``max_tools_per_server``) are dropped;
+2. each definition is hashed as sent (:func:`~.pins.definition_digest`), then cleaned and
+   clipped (:mod:`.sanitize`) and scanned for injection phrasing;
+3. the server's ``trust`` mode decides, against the pin file, whether the tool is listed:
+
+   ``pin`` (default)
+       a tool is pinned on first sight; a definition that differs from its pin is held back
+       until a person approves it (``context-broker tools approve``).
+   ``auto``
+       changes are accepted and re-pinned, with a warning in the log.
+   ``strict``
+       nothing is pinned automatically: a new tool is held until approved, and so is a
+       flagged one unless a person approved exactly that definition. Changes are held as
+       under ``pin``.
+
+The pin holds only the approved definition, so a description that flips back and forth is
+listed only while it equals the approved one.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import mcp_types as types
+
+from contextcore.config import BrokerConfig, DownstreamConfig
+
+from .errors import PinFileError
+from .pins import Pin, PinStore, definition_digest
+from .sanitize import CleanTool, clean_tool
+
+__all__ = [
+    "Admission",
+    "FlaggedTool",
+    "HeldTool",
+    "Limits",
+    "ToolGate",
+    "TrustMode",
+    "TrustReport",
+    "approve_hint",
+]
+
+log = logging.getLogger(__name__)
+
+TrustMode = Literal["pin", "auto", "strict"]
+_SHOWN_DROPS = 20
+
+
+def approve_hint(server: str, tool: str | None = None) -> str:
+    """The command that approves a held tool (or all held tools of a server)."""
+    target = server if tool is None else f"{server}/{tool}"
+    return f"context-broker tools approve {target} --config FILE"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Size limits on what one downstream server may put in front of a model."""
+
+    max_description_chars: int = 2_000
+    max_tools_per_server: int = 200
+
+
+@dataclass(frozen=True)
+class HeldTool:
+    """A tool kept from hosts, the catalog and calls, and why."""
+
+    name: str
+    reason: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class FlaggedTool:
+    """A tool whose description matches known injection patterns."""
+
+    name: str
+    findings: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TrustReport:
+    """What the gate did to one server's last tool list."""
+
+    mode: TrustMode
+    offered: int = 0
+    held: tuple[HeldTool, ...] = ()
+    flagged: tuple[FlaggedTool, ...] = ()
+    truncated: tuple[str, ...] = ()
+    dropped: tuple[str, ...] = ()
+
+    @property
+    def needs_review(self) -> bool:
+        """Whether a person should look: something is held back or flagged."""
+        return bool(self.held or self.flagged)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (what ``list_servers`` and ``check --json`` show)."""
+        return {
+            "mode": self.mode,
+            "offered": self.offered,
+            "held": [{"tool": h.name, "reason": h.reason} for h in self.held],
+            "flagged": [{"tool": f.name, "findings": list(f.findings)} for f in self.flagged],
+            "truncated": list(self.truncated),
+            "dropped": len(self.dropped),
+            "droppedTools": list(self.dropped[:_SHOWN_DROPS]),
+        }
+
+
+@dataclass(frozen=True)
+class Admission:
+    """One server's tool list after the gate: what may be shown, what is held, and the raw
+    tools kept (within the limit) to decide again when the pin file changes."""
+
+    accepted: list[types.Tool]
+    held: dict[str, HeldTool]
+    report: TrustReport
+    listing: list[types.Tool] = field(default_factory=list)
+
+
+class ToolGate:
+    """Applies limits, cleaning and the trust modes to downstream tool lists."""
+
+    def __init__(self, pins: PinStore | None = None, limits: Limits | None = None) -> None:
+        self.pins = pins if pins is not None else PinStore(None)
+        self.limits = limits or Limits()
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> ToolGate:
+        """The gate of a config: its pin file (relative to the config folder) and limits."""
+        g = config.gateway
+        return cls(
+            PinStore(config.resolve(g.pin_file)),
+            Limits(g.max_description_chars, g.max_tools_per_server),
+        )
+
+    def reload(self) -> bool:
+        """Whether the pin file changed on disk (an approval); unreadable changes are logged
+        and ignored, the pins in memory stay in force."""
+        try:
+            return self.pins.changed_on_disk()
+        except PinFileError as exc:
+            log.warning("%s", exc)
+            return False
+
+    def admit(self, server: str, config: DownstreamConfig, tools: list[types.Tool]) -> Admission:
+        """Decide which of ``tools`` (as the downstream listed them) may be shown."""
+        cap = config.max_tools or self.limits.max_tools_per_server
+        max_chars = config.max_description_chars or self.limits.max_description_chars
+        kept, dropped = tools[:cap], tools[cap:]
+        accepted: list[types.Tool] = []
+        held: dict[str, HeldTool] = {}
+        flagged: list[FlaggedTool] = []
+        truncated: list[str] = []
+        pins: dict[str, Pin] = {}
+        pending: dict[str, Any] = {}
+        for tool in kept:
+            digest = definition_digest(tool)
+            clean = clean_tool(tool, max_chars)
+            if clean.findings:
+                flagged.append(FlaggedTool(tool.name, tuple(str(f) for f in clean.findings)))
+            if clean.clipped:
+                truncated.append(tool.name)
+            old_pin = self.pins.pin(server, tool.name)
+            new_pin, reason = _decide(config.trust, old_pin, digest, clean)
+            if new_pin is not None:
+                pins[tool.name] = new_pin
+                if old_pin is not None:
+                    log.warning(
+                        'downstream %r: tool %r changed; accepted and re-pinned (trust = "auto")',
+                        server,
+                        tool.name,
+                    )
+            if reason is None:
+                accepted.append(clean.tool)
+                pending[tool.name] = None
+            else:
+                held[tool.name] = HeldTool(tool.name, reason, digest)
+                pending[tool.name] = _pending_entry(clean, digest, reason)
+        self._record(server, pins, pending)
+        report = TrustReport(
+            mode=config.trust,
+            offered=len(tools),
+            held=tuple(held.values()),
+            flagged=tuple(flagged),
+            truncated=tuple(truncated),
+            dropped=tuple(t.name for t in dropped),
+        )
+        return Admission(accepted, held, report, list(kept))
+
+    def _record(self, server: str, pins: dict[str, Pin], pending: dict[str, Any]) -> None:
+        try:
+            self.pins.record(server, pins, pending)
+        except PinFileError as exc:
+            log.warning("downstream %r: %s; pins are kept in memory only", server, exc)
+
+
+def _decide(
+    mode: TrustMode, pin: Pin | None, digest: str, clean: CleanTool
+) -> tuple[Pin | None, str | None]:
+    """``(pin to record, reason to hold)`` for one tool under ``mode``."""
+    if mode == "auto":
+        if pin is None or pin.sha256 != digest:
+            return Pin(digest, "auto"), None
+        return None, None
+    if pin is not None and pin.sha256 != digest:
+        return None, (
+            f"its definition changed since it was approved (approved sha256 {pin.sha256[:12]}, "
+            f"now {digest[:12]})"
+        )
+    if mode == "pin":
+        return (Pin(digest, "first-sight") if pin is None else None), None
+    if pin is None:
+        return None, 'new tool, not approved yet (trust = "strict" lists only approved tools)'
+    if clean.findings and pin.approved != "user":
+        kinds = ", ".join(f.kind for f in clean.findings)
+        return None, (
+            f"its definition looks like a prompt injection ({kinds}); "
+            'trust = "strict" holds it until approved'
+        )
+    return None, None
+
+
+def _pending_entry(clean: CleanTool, digest: str, reason: str) -> dict[str, Any]:
+    definition = clean.tool.model_dump(
+        by_alias=True,
+        mode="json",
+        exclude_none=True,
+        include={"name", "title", "description", "input_schema"},
+    )
+    return {"sha256": digest, "reasons": [reason], "definition": definition}
+
+
+def log_report(server: str, old: TrustReport | None, new: TrustReport) -> None:
+    """Warn about what the gate held, flagged, clipped or dropped, when it differs from the
+    previous listing (a refresh that changes nothing logs nothing)."""
+    before = old or TrustReport(mode=new.mode)
+    for h in new.held:
+        if h not in before.held:
+            log.warning(
+                "downstream %r: tool %r held back: %s; review it with `context-broker tools "
+                "status` and approve it with `%s`",
+                server,
+                h.name,
+                h.reason,
+                approve_hint(server, h.name),
+            )
+    for f in new.flagged:
+        if f not in before.flagged:
+            log.warning(
+                "downstream %r: tool %r looks like a prompt injection: %s",
+                server,
+                f.name,
+                "; ".join(f.findings),
+            )
+    if new.truncated and new.truncated != before.truncated:
+        log.warning(
+            "downstream %r: descriptions of %d tools clipped to the length limit: %s",
+            server,
+            len(new.truncated),
+            ", ".join(new.truncated[:_SHOWN_DROPS]),
+        )
+    if new.dropped and new.dropped != before.dropped:
+        log.warning(
+            "downstream %r lists %d tools; %d past the limit were dropped "
+            "([gateway] max_tools_per_server or [servers.%s] max_tools)",
+            server,
+            new.offered,
+            len(new.dropped),
+            server,
+        )
