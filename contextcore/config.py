@@ -8,10 +8,11 @@ file's folder; ``CONTEXT_BROKER_<SECTION>__<KEY>`` environment variables overrid
 from __future__ import annotations
 
 import os
+import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -107,6 +108,7 @@ class HttpConfig(_Model):
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)
+    session_idle_timeout: float = Field(300.0, gt=0)
 
 
 class ServerConfig(_Model):
@@ -227,13 +229,68 @@ class BrokerConfig(_Model):
         return path if path.is_absolute() else (self.base_dir / path).resolve()
 
 
+_SECRET_KEY = re.compile(r"(^|_)(token|api_?key|secret|password|passwd|credentials?)$", re.I)
+_SECRET_TABLES = frozenset({"servers", "env", "headers"})
+_URL_PASSWORD = re.compile(r"(://[^/@:]*:)[^/@]*@")
+
+
+def _schema_tables(
+    model: type[BaseModel], table: str = "", above: frozenset[type] = frozenset()
+) -> Iterator[tuple[str, str]]:
+    """(key, table) for every key of the config schema; table "" is the top level, ``[[x]]``
+    an array of tables; recursive models are walked once."""
+    if model in above:
+        return
+    above |= {model}
+    for key, info in model.model_fields.items():
+        if key == "base_dir":
+            continue
+        yield key, table
+        annotation = info.annotation
+        args = get_args(annotation)
+        origin = get_origin(annotation)
+        name = f"{table}.{key}" if table else key
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            yield from _schema_tables(annotation, name, above)
+        elif origin is dict and isinstance(args[1], type) and issubclass(args[1], BaseModel):
+            yield from _schema_tables(args[1], f"{name}.NAME", above)
+        elif origin is tuple and isinstance(args[0], type) and issubclass(args[0], BaseModel):
+            yield from _schema_tables(args[0], f"[{name}]", above)
+
+
+def _hint(loc: tuple[Any, ...]) -> str:
+    """Where an unknown key really belongs, when the schema has it elsewhere."""
+    key = str(loc[-1])
+    here = ""
+    for i, part in enumerate(loc[:-1]):
+        if isinstance(part, int):
+            here = f"[{here}]"
+        else:
+            named = i % 2 == 1 and loc[0] in ("servers", "models")
+            here = f"{here}.{'NAME' if named else part}" if here else str(part)
+    tables = [t for k, t in _schema_tables(BrokerConfig) if k == key and t != here]
+    if not tables:
+        return ""
+    places = [
+        f"[{t}] {key}" if t else f"{key} at the top level (before any [table])" for t in tables[:3]
+    ]
+    return f"; did you mean {' or '.join(places)}?"
+
+
+def _secret(loc: tuple[Any, ...]) -> bool:
+    parts = [str(p) for p in loc]
+    return bool(_SECRET_TABLES.intersection(parts)) or any(_SECRET_KEY.search(p) for p in parts)
+
+
 def _describe(error: Mapping[str, Any]) -> str:
-    where = ".".join(str(p) for p in error["loc"]) or "(top level)"
+    loc = tuple(error["loc"])
+    where = ".".join(str(p) for p in loc) or "(top level)"
     if error["type"] == "extra_forbidden":
-        return f"unknown key {where!r}"
-    if error["loc"] and error["loc"][0] == "servers":
-        return f"{where}: {error['msg']}"  # values there may hold secrets: never echo them
-    return f"{where}: {error['msg']} (got {error.get('input')!r})"
+        return f"unknown key {where!r}" + (_hint(loc) if loc else "")
+    if _secret(loc):
+        return f"{where}: {error['msg']} (value not shown: it may be a secret)"
+    shown = _URL_PASSWORD.sub(r"\1***@", repr(error.get("input")))
+    return f"{where}: {error['msg']} (got {shown})"
 
 
 def _apply_env(data: dict[str, Any], environ: Mapping[str, str]) -> None:
@@ -270,7 +327,8 @@ def parse_config(
         return BrokerConfig.model_validate({**raw, "base_dir": base_dir.resolve()})
     except ValidationError as exc:
         problems = "; ".join(_describe(e) for e in exc.errors())
-        raise ConfigError(f"{source}: {problems}") from exc
+        # Not chained: the validation error's text quotes every value, secrets included.
+        raise ConfigError(f"{source}: {problems}") from None
 
 
 def load_config(path: Path, *, environ: Mapping[str, str] | None = None) -> BrokerConfig:
