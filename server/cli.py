@@ -163,11 +163,11 @@ def _cmd_setup_model(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from .doctor import check_report, format_check
+    from .doctor import check_exit_code, check_report, format_check
 
     report = check_report(args.config)
     print(json.dumps(report, indent=2) if args.json else format_check(report))
-    return 0 if report["ok"] else 1
+    return check_exit_code(report)
 
 
 def _cmd_stats(args: argparse.Namespace) -> int:

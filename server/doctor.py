@@ -10,8 +10,12 @@ from contextcore.errors import ContextCoreError
 from contextcore.factory import build_broker, resolve_model_dir
 
 from .gateway import GatewayError
+from .gateway.trust import approve_hint
 
-__all__ = ["check_report", "format_check"]
+__all__ = ["check_exit_code", "check_report", "format_check"]
+
+NEEDS_REVIEW = 3
+"""Exit code of ``check`` when a downstream tool is held back or flagged."""
 
 
 def _model_report(parts: Any) -> dict[str, Any]:
@@ -93,6 +97,46 @@ def format_check(report: dict[str, Any]) -> str:
         state = f"{server['state']}, {server['toolCount']} tools"
         error = f" (last error: {server['lastError']})" if server["lastError"] else ""
         lines.append(f"server {server['name']} [{server['transport']}]: {state}{error}")
+        lines += _trust_lines(server["name"], server.get("trust"))
     p = report["persistence"]
     lines.append(f"persistence: {p['backend']}" + (f" at {p['path']}" if p["path"] else ""))
+    if check_exit_code(report) == NEEDS_REVIEW:
+        lines.append(
+            "downstream tools need review (held back or flagged above): exit code "
+            f"{NEEDS_REVIEW}; see `context-broker tools status`"
+        )
     return "\n".join(lines)
+
+
+def _trust_lines(server: str, trust: dict[str, Any] | None) -> list[str]:
+    """What the tool gate held back, flagged, clipped or dropped for one server."""
+    if not trust:
+        return []
+    lines = []
+    for held in trust["held"]:
+        lines.append(f"  held back: {held['tool']}: {held['reason']}")
+        lines.append(f"    approve: {approve_hint(server, held['tool'])}")
+    for flagged in trust["flagged"]:
+        lines.append(f"  flagged: {flagged['tool']}: {'; '.join(flagged['findings'])}")
+    if trust["truncated"]:
+        lines.append(
+            f"  clipped descriptions ({len(trust['truncated'])}): {', '.join(trust['truncated'])}"
+        )
+    if trust["dropped"]:
+        lines.append(
+            f"  dropped: {trust['dropped']} of {trust['offered']} tools past the limit "
+            "([gateway] max_tools_per_server)"
+        )
+    return lines
+
+
+def check_exit_code(report: dict[str, Any]) -> int:
+    """0 when all is well, 1 for an invalid config, 3 when a downstream tool is held back or
+    flagged (a person should look before plugging the config into a host)."""
+    if not report["ok"]:
+        return 1
+    for server in report["servers"]:
+        trust = server.get("trust") or {}
+        if trust.get("held") or trust.get("flagged"):
+            return NEEDS_REVIEW
+    return 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import AliasChoices, Field
 
 from ._spec import Args, Out
 
@@ -18,6 +18,7 @@ __all__ = [
     "ListServersArgs",
     "ListServersResult",
     "ServerRow",
+    "TrustRow",
     "render_servers",
 ]
 
@@ -28,7 +29,8 @@ CALL_TOOL_DESCRIPTION = (
 )
 LIST_SERVERS_DESCRIPTION = (
     "The downstream MCP servers behind the broker: connection state, tool count, last error "
-    "and last refresh."
+    "and last refresh, and per server the tools held back (changed since approved, or not "
+    "approved) or flagged as possible prompt injections, with the reason."
 )
 
 
@@ -45,6 +47,30 @@ class ListServersArgs(Args):
     pass
 
 
+class HeldRow(Out):
+    tool: str
+    reason: str
+
+
+class FlaggedRow(Out):
+    tool: str
+    findings: list[str]
+
+
+class TrustRow(Out):
+    """What the broker did to a server's tool list before showing it."""
+
+    mode: str
+    offered: int = 0
+    held: list[HeldRow] = Field(default_factory=list)
+    flagged: list[FlaggedRow] = Field(default_factory=list)
+    truncated: list[str] = Field(default_factory=list)
+    dropped: int = 0
+    dropped_tools: list[str] = Field(
+        default_factory=list, validation_alias=AliasChoices("dropped_tools", "droppedTools")
+    )
+
+
 class ServerRow(Out):
     name: str
     transport: str
@@ -54,6 +80,7 @@ class ServerRow(Out):
     last_error: str | None
     last_refresh: str | None
     reconnects: int
+    trust: TrustRow | None = None
 
 
 class ListServersResult(Out):
@@ -68,4 +95,22 @@ def render_servers(result: ListServersResult) -> str:
     for s in result.servers:
         error = f"; last error: {s.last_error}" if s.last_error else ""
         lines.append(f"{s.name} ({s.transport}): {s.state}, {s.tool_count} tools{error}")
+        if s.trust is not None:
+            lines += _trust_lines(s.name, s.trust)
     return "\n".join(lines)
+
+
+def _trust_lines(server: str, trust: TrustRow) -> list[str]:
+    lines = [
+        f"  held back: {h.tool}: {h.reason}; a person approves it with "
+        f"`context-broker tools approve {server}/{h.tool}`"
+        for h in trust.held
+    ]
+    for f in trust.flagged:  # finding kinds only: the matched text is itself an injection
+        kinds = ", ".join(dict.fromkeys(x.split(":", 1)[0] for x in f.findings))
+        lines.append(f"  flagged: {f.tool}: {kinds}")
+    if trust.truncated:
+        lines.append(f"  clipped descriptions: {', '.join(trust.truncated)}")
+    if trust.dropped:
+        lines.append(f"  dropped: {trust.dropped} of {trust.offered} tools past the limit")
+    return lines
