@@ -10,6 +10,9 @@ fast tool. Everything else, including calls that carry any ``_meta`` (the 2026-0
 envelope among them) and every message before the host's ``notifications/initialized``, goes
 through the SDK unchanged.
 
+Lines the short path cannot read safely (nesting deeper than the wire's limit, broken JSON, a
+lone surrogate escape) are left to the SDK path, which answers them (see ``server.stdio``).
+
 The results are those of the full path: the downstream's object as sent (secrets masked), or a
 tool error naming server and tool when the server is down, times out or fails. A host's
 ``notifications/cancelled`` for such a call cancels the downstream request and no response is
@@ -18,7 +21,6 @@ sent, as the specification asks.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +30,7 @@ import anyio.abc
 from mcp_types import INTERNAL_ERROR
 
 from .downstream import Downstream
+from .jsonrpc_lines import encode_line, safe_loads
 
 __all__ = ["DirectCalls"]
 
@@ -73,7 +76,9 @@ class DirectCalls:
         if self._tg is None:
             return False
         if b'"tools/call"' in line:
-            return self._ready and self._take_call(line)
+            # "\ud8"-"\udf": a surrogate escape, maybe a lone one the full path repairs
+            escaped = b"\\ud" in line or b"\\uD" in line
+            return self._ready and not escaped and self._take_call(line)
         if b"notifications/cancelled" in line:
             return self._take_cancel(line)
         if not self._ready and b"notifications/initialized" in line:
@@ -141,16 +146,13 @@ class DirectCalls:
             log.debug("call %r of %s cancelled by the host", request_id, name)
             return
         assert self._write is not None
-        self._write(_encode(response))
-
-
-def _encode(message: dict[str, Any]) -> bytes:
-    """One JSON line; text that is not valid Unicode (lone surrogates) goes out escaped."""
-    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
-    try:
-        return text.encode("utf-8") + b"\n"
-    except UnicodeEncodeError:
-        return json.dumps(message, separators=(",", ":")).encode("ascii") + b"\n"
+        try:
+            data = encode_line(response)
+        except (ValueError, RecursionError):
+            log.exception("the answer of %s cannot be written as JSON", name)
+            error = {"code": INTERNAL_ERROR, "message": f"the answer of {name!r} is not valid JSON"}
+            data = encode_line({"jsonrpc": "2.0", "id": request_id, "error": error})
+        self._write(data)
 
 
 def _method(line: bytes) -> object:
@@ -160,7 +162,7 @@ def _method(line: bytes) -> object:
 
 def _object(line: bytes) -> dict[str, Any] | None:
     try:
-        message = json.loads(line)
+        message = safe_loads(line)
     except ValueError:
         return None
     return message if isinstance(message, dict) else None

@@ -7,6 +7,11 @@ SDK's ``stdio_server`` gets them as its explicit streams. fd 0 and fd 1 are dive
 serving (to the null device and to stderr), so stray output from handlers or child processes
 never reaches the protocol stream. When stdin or stdout is not a pipe (a regular file), the
 SDK's own transport is used unchanged.
+
+Lines are read here, not by the SDK: each becomes a message through
+``server.jsonrpc_lines.read_message``, and a line that is none is answered here with a JSON-RPC
+error under its id (or logged and skipped when it has no usable id), so no request goes
+unanswered and no line can take the process down.
 """
 
 from __future__ import annotations
@@ -20,7 +25,13 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.abc
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp_types import INTERNAL_ERROR, JSONRPCError, JSONRPCResponse
+
+from .jsonrpc_lines import Rejected, error_line, read_message
 
 if TYPE_CHECKING:
     from .passthrough import DirectCalls
@@ -30,11 +41,11 @@ __all__ = ["fast_stdio_server"]
 log = logging.getLogger(__name__)
 
 _LINE_LIMIT = 256 * 1024 * 1024  # one JSON-RPC message per line; the server limits size itself
+_FLUSH_GRACE = 2.0  # seconds for the last answers to be written when the server stops
 
 
 class _Lines:
-    """Decoded lines of a pipe, as the SDK's reader expects from an async text file; lines
-    ``take`` handles (returns True for) never reach the SDK."""
+    """Lines of a pipe; lines ``take`` handles (returns True for) are not yielded."""
 
     def __init__(
         self, reader: asyncio.StreamReader, take: Callable[[bytes], bool] | None = None
@@ -45,13 +56,17 @@ class _Lines:
     def __aiter__(self) -> _Lines:
         return self
 
-    async def __anext__(self) -> str:
+    async def __anext__(self) -> bytes:
         while True:
-            line = await self.reader.readline()
+            try:
+                line = await self.reader.readline()
+            except ValueError:  # longer than _LINE_LIMIT: dropped, its tail read as a line
+                log.warning("skipped a line longer than %d bytes from the host", _LINE_LIMIT)
+                continue
             if not line:
                 raise StopAsyncIteration
-            if self._take is None or not self._take(line):
-                return line.decode("utf-8", errors="replace")
+            if line.strip() and (self._take is None or not self._take(line)):
+                return line
 
 
 class _Writer:
@@ -109,6 +124,46 @@ async def _pipes() -> AsyncIterator[tuple[_Lines, _Writer]]:
         os.close(saved_out)
 
 
+async def _read(lines: _Lines, writer: _Writer, send: MemoryObjectSendStream[Any]) -> None:
+    """Hand each line's message to the server; answer or skip the lines that are none."""
+    async with send:
+        async for line in lines:
+            try:
+                message = read_message(line)
+            except Exception:  # a bug here must cost one line, not the connection
+                log.exception("skipped a line from the host that could not be read")
+                continue
+            if not isinstance(message, Rejected):
+                await send.send(SessionMessage(message))
+            elif message.request_id is None:
+                log.warning("skipped a line from the host: %s", message.message)
+            else:
+                log.warning(
+                    "answered request %r with an error: %s", message.request_id, message.message
+                )
+                writer.write_line(error_line(message.request_id, message.code, message.message))
+                await writer.flush()
+
+
+async def _write(receive: MemoryObjectReceiveStream[SessionMessage], writer: _Writer) -> None:
+    """Write the server's messages, one line each; one that cannot be written costs only
+    itself (a response becomes an error response), never the connection."""
+    async with receive:
+        async for item in receive:
+            message = item.message
+            try:
+                text = message.model_dump_json(by_alias=True, exclude_unset=True)
+            except ValueError:
+                log.exception("cannot write a %s", type(message).__name__)
+                if not isinstance(message, JSONRPCResponse | JSONRPCError) or message.id is None:
+                    continue
+                failed = "the server's answer could not be encoded as JSON"
+                writer.write_line(error_line(message.id, INTERNAL_ERROR, failed))
+            else:
+                writer.write_line(text.encode("utf-8") + b"\n")
+            await writer.flush()
+
+
 @asynccontextmanager
 async def fast_stdio_server(direct: DirectCalls | None = None) -> AsyncIterator[tuple[Any, Any]]:
     """``(read_stream, write_stream)`` for ``Server.run`` over this process's stdio; with
@@ -126,6 +181,20 @@ async def fast_stdio_server(direct: DirectCalls | None = None) -> AsyncIterator[
         if direct is not None:
             direct.start(tg, writer.write_line)
             lines = _Lines(lines.reader, direct.take)
-        async with stdio_server(lines, writer) as streams:  # type: ignore[arg-type]
-            yield streams
+        to_server, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        write_stream, from_server = anyio.create_memory_object_stream[SessionMessage](0)
+        written = anyio.Event()
+
+        async def write() -> None:
+            try:
+                await _write(from_server, writer)
+            finally:
+                written.set()
+
+        tg.start_soon(_read, lines, writer, to_server)
+        tg.start_soon(write)
+        async with read_stream, write_stream:
+            yield read_stream, write_stream
+        with anyio.move_on_after(_FLUSH_GRACE):
+            await written.wait()
         tg.cancel_scope.cancel()

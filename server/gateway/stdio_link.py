@@ -35,6 +35,8 @@ from mcp.shared.message import SessionMessage
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from pydantic import ValidationError
 
+from ..jsonrpc_lines import MAX_DEPTH, safe_loads, too_deep, top_level_id
+
 __all__ = ["StdioLink", "open_stdio_link"]
 
 log = logging.getLogger(__name__)
@@ -174,9 +176,9 @@ class StdioLink:
         if not self._pending or self._prefix_bytes not in line:
             return False
         try:
-            message = json.loads(line)
-        except ValueError:
-            return False
+            message = safe_loads(line)
+        except ValueError as exc:
+            return self._unreadable_response(line, exc)
         if not isinstance(message, dict) or "method" in message:
             return False
         waiter = self._pending.get(message.get("id"))  # type: ignore[arg-type]
@@ -185,12 +187,24 @@ class StdioLink:
         waiter.settle(message)
         return True
 
+    def _unreadable_response(self, line: bytes, exc: ValueError) -> bool:
+        """An unparsable line answering a lane request fails that request at once."""
+        request_id, _ = top_level_id(line)
+        waiter = self._pending.get(request_id) if isinstance(request_id, str) else None
+        if waiter is None:
+            return False
+        log.warning("unreadable response %r from a downstream server: %s", request_id, exc)
+        waiter.settle(MCPError(types.INTERNAL_ERROR, f"unreadable response from the server: {exc}"))
+        return True
+
     async def _deliver(self, line: bytes) -> None:
         try:
+            if too_deep(line):
+                raise ValueError(f"message nests deeper than {MAX_DEPTH} levels")
             parsed: SessionMessage | Exception = SessionMessage(
                 types.jsonrpc_message_adapter.validate_json(line, by_name=False)
             )
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             log.warning("unparsable message from a downstream server: %s", exc)
             parsed = exc
         # When the session is gone, reading goes on so the fast lane and the drain still work.
