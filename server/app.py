@@ -76,11 +76,17 @@ def serve(
     host: str | None = None,
     port: int | None = None,
     log_level_given: bool = False,
+    insecure: bool = False,
 ) -> int:
-    """Run the server until the client disconnects (stdio) or a signal stops it (HTTP)."""
+    """Run the server until the client disconnects (stdio) or a signal stops it (HTTP);
+    ``insecure`` allows a non-loopback bind with neither a token nor ``allowed_hosts``."""
     config = load_config(config_path)
     if not log_level_given:
         logging.getLogger().setLevel(config.server.log_level)
+    http = config.server.http
+    bind_host = host or http.host
+    # Before anything starts: an unprotected public bind is refused outright.
+    guard = None if transport == "stdio" else guard_settings(http, bind_host, insecure=insecure)
     parts: BrokerParts = build_broker(config, store=build_store(config))
     counts = parts.catalog.counts()
     log.info(
@@ -116,10 +122,8 @@ def serve(
         direct = DirectCalls(downstream) if downstream is not None else None
         anyio.run(serve_with_reload, reloader, _with_gateway, gateway, _serve_stdio, server, direct)
         return 0
-    http = config.server.http
-    bind_host = host or http.host
-    guard = guard_settings(http, bind_host)
-    app = build_http_app(server, transport, guard)
+    assert guard is not None
+    app = build_http_app(server, transport, guard, session_idle_timeout=http.session_idle_timeout)
     bind_port = http.port if port is None else port
     args = (gateway, run_http, app, transport, bind_host, bind_port)
     anyio.run(serve_with_reload, reloader, _with_gateway, *args)

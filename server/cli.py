@@ -39,26 +39,60 @@ def _version() -> str:
         return "0+unknown"
 
 
+CONFIG_ENV = "CONTEXT_BROKER_CONFIG"
+_LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
+
+
+def _add_config(parser: argparse.ArgumentParser) -> None:
+    default = os.environ.get(CONFIG_ENV)
+    parser.add_argument(
+        "--config",
+        type=Path,
+        required=not default,
+        default=Path(default) if default else None,
+        help=f"the broker's TOML config file (default: ${CONFIG_ENV}"
+        + (f", now {default!r})" if default else ", which is not set)"),
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="context-broker",
         description="An MCP server that chooses the rules, references and tools for each request.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    parser.add_argument("--log-level", default=None, choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    log_help = "log level of this run (logs go to stderr); overrides [server] log_level"
+    parser.add_argument("--log-level", default=None, choices=_LOG_LEVELS, help=log_help)
+    # Also accepted after the subcommand; SUPPRESS keeps a value given before it.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--log-level", default=argparse.SUPPRESS, choices=_LOG_LEVELS, help=log_help
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    serve = sub.add_parser("serve", help="run the MCP server")
-    serve.add_argument("--config", type=Path, required=True)
+    serve = sub.add_parser("serve", help="run the MCP server", parents=[common])
+    _add_config(serve)
     serve.add_argument("--transport", choices=["stdio", "http", "sse"], default="stdio")
     serve.add_argument("--host", default=None, help="HTTP bind address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=None, help="HTTP port (default 8765)")
+    serve.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow an HTTP bind to a non-loopback address with neither a bearer token nor "
+        "server.http.allowed_hosts",
+    )
 
-    check = sub.add_parser("check", help="validate a config and report what it loads")
-    check.add_argument("--config", type=Path, required=True)
+    check = sub.add_parser(
+        "check",
+        help="validate a config and report what it loads",
+        description="Exit codes: 0 all well, 1 invalid config, 2 a configured downstream "
+        "server could not be started or reached.",
+        parents=[common],
+    )
+    _add_config(check)
     check.add_argument("--json", action="store_true", help="print one JSON object")
 
-    ev = sub.add_parser("eval", help="measure retrieval quality on a query set")
+    ev = sub.add_parser("eval", help="measure retrieval quality on a query set", parents=[common])
     source = ev.add_mutually_exclusive_group(required=True)
     source.add_argument("--catalog", type=Path, help="a catalog JSON file")
     source.add_argument("--config", type=Path, help="a broker config (its live catalog)")
@@ -68,14 +102,18 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", action="store_true", help="print one JSON object")
     ev.add_argument("--model-dir", type=Path, default=None, help="local model directory")
 
-    stats = sub.add_parser("stats", help="inclusion analytics from the session store")
-    stats.add_argument("--config", type=Path, required=True)
+    stats = sub.add_parser(
+        "stats", help="inclusion analytics from the session store", parents=[common]
+    )
+    _add_config(stats)
     stats.add_argument("--session", default=None, help="one session id (default: all)")
     stats.add_argument("--json", action="store_true", help="print one JSON object")
 
     _tools_parser(sub)
 
-    setup = sub.add_parser("setup-model", help="prepare the embedding model without a model hub")
+    setup = sub.add_parser(
+        "setup-model", help="prepare the embedding model without a model hub", parents=[common]
+    )
     setup.add_argument("--dest", type=Path, default=None, help="target directory")
     return parser
 
@@ -201,6 +239,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         log_level_given=args.log_level is not None,
+        insecure=args.insecure,
     )
 
 

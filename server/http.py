@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import socket
@@ -46,12 +47,41 @@ def _auth_token(http: HttpConfig, environ: os._Environ[str] | dict[str, str]) ->
     return http.auth_token or None
 
 
+def _is_loopback(host: str) -> bool:
+    if host.strip("[]").lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 def guard_settings(
-    http: HttpConfig, host: str, environ: os._Environ[str] | dict[str, str] | None = None
+    http: HttpConfig,
+    host: str,
+    environ: os._Environ[str] | dict[str, str] | None = None,
+    *,
+    insecure: bool = False,
 ) -> GuardSettings:
     """What the guard enforces for a server bound to ``host``: loopback names always, the
     bind address itself, and the configured hosts. Bound to every interface with no
-    ``allowed_hosts``, the Host check is off (and a warning says so)."""
+    ``allowed_hosts``, the Host check is off (and a warning says so).
+
+    Bound to a non-loopback address, the server needs a bearer token or ``allowed_hosts``;
+    without either it refuses to start (``ConfigError``) unless ``insecure`` is set.
+    """
+    token = _auth_token(http, os.environ if environ is None else environ)
+    if not _is_loopback(host) and token is None and not http.allowed_hosts:
+        if not insecure:
+            raise ConfigError(
+                f"refusing to listen on {host!r} with no protection: anyone who can reach "
+                "that address could use the broker and its downstream servers. Set a bearer "
+                "token (server.http.auth_token_env or auth_token), or list the names clients "
+                "use in server.http.allowed_hosts, or pass --insecure to serve unprotected on "
+                "purpose",
+                field="server.http.host",
+            )
+        log.warning("--insecure: listening on %r with no bearer token and no allowed_hosts", host)
     allowed = [*http.allowed_hosts]
     if host in _WILDCARD_BINDS:
         if not allowed:
@@ -60,13 +90,10 @@ def guard_settings(
                 "list the names clients use to reach this server",
                 host,
             )
-            return GuardSettings(
-                (), (), _auth_token(http, environ or os.environ), http.max_body_bytes
-            )
+            return GuardSettings((), (), token, http.max_body_bytes)
     else:
         allowed.append(f"[{host}]" if ":" in host else host)
     allowed += LOOPBACK_HOSTS
-    token = _auth_token(http, os.environ if environ is None else environ)
     return GuardSettings(
         tuple(dict.fromkeys(allowed)), http.allowed_origins, token, http.max_body_bytes
     )
@@ -90,8 +117,16 @@ class _SseEndpoint:
             await self.server.run(read, write, self.server.create_initialization_options())
 
 
-def build_http_app(server: Server[Any], transport: HttpTransport, guard: GuardSettings) -> ASGIApp:
-    """The ASGI app for one HTTP transport, wrapped in the guard."""
+def build_http_app(
+    server: Server[Any],
+    transport: HttpTransport,
+    guard: GuardSettings,
+    *,
+    session_idle_timeout: float = 300.0,
+) -> ASGIApp:
+    """The ASGI app for one HTTP transport, wrapped in the guard. A Streamable HTTP session
+    with no request in flight for ``session_idle_timeout`` seconds is closed (its id then
+    answers 404, so the client starts a new one)."""
     security = _sdk_security(guard)
     app: Starlette
     if transport == "http":
@@ -99,6 +134,7 @@ def build_http_app(server: Server[Any], transport: HttpTransport, guard: GuardSe
             streamable_http_path=MCP_PATH,
             max_request_body_size=guard.max_body_bytes,
             transport_security=security,
+            session_idle_timeout=session_idle_timeout,
         )
     else:
         sse = SseServerTransport(
