@@ -1,12 +1,14 @@
 """A persistent cache of chunk embeddings keyed by (model, text hash).
 
 A restart re-embeds nothing whose text is unchanged: the index asks the cache first and
-embeds only the misses, in one batch.
+embeds only the misses, in one batch. A cache file found corrupt (not SQLite, or damaged) is
+deleted and rebuilt, with a warning naming it: it only ever holds what can be recomputed.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import sqlite3
 import threading
 from collections.abc import Iterable, Mapping
@@ -18,6 +20,10 @@ import numpy as np
 from .embedding import Vectors
 
 __all__ = ["EmbeddingCache", "MemoryEmbeddingCache", "SqliteEmbeddingCache", "text_hash"]
+
+log = logging.getLogger(__name__)
+
+_CORRUPT = ("SQLITE_NOTADB", "SQLITE_CORRUPT")
 
 
 def text_hash(text: str) -> str:
@@ -59,46 +65,98 @@ class SqliteEmbeddingCache:
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
+        self._path = path
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(path), check_same_thread=False)
-        with self._lock:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS embeddings ("
-                "model TEXT NOT NULL, hash TEXT NOT NULL, vector BLOB NOT NULL, "
-                "PRIMARY KEY (model, hash))"
-            )
-            self._db.commit()
+        try:
+            self._db = _open(path)
+        except sqlite3.DatabaseError as exc:
+            if not _is_corrupt(exc):
+                raise
+            self._db = self._rebuild(exc)
+
+    def _rebuild(self, exc: sqlite3.DatabaseError) -> sqlite3.Connection:
+        log.warning(
+            "embedding cache %s is unusable (%s); deleting and rebuilding it, so chunks are "
+            "embedded again as searches need them",
+            self._path,
+            exc,
+        )
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            self._path.with_name(self._path.name + suffix).unlink(missing_ok=True)
+        return _open(self._path)
+
+    def _recover(self, exc: sqlite3.DatabaseError) -> None:
+        """Replace a connection whose file turned out damaged (lock held)."""
+        if not _is_corrupt(exc):
+            raise exc
+        self._db.close()
+        self._db = self._rebuild(exc)
 
     def get_many(self, model: str, hashes: Iterable[str]) -> dict[str, Vectors]:
-        wanted = list(dict.fromkeys(hashes))
-        out: dict[str, Vectors] = {}
         with self._lock:
-            for start in range(0, len(wanted), self._BATCH):
-                part = wanted[start : start + self._BATCH]
-                marks = ",".join("?" * len(part))
-                rows = self._db.execute(
-                    f"SELECT hash, vector FROM embeddings WHERE model = ? AND hash IN ({marks})",
-                    [model, *part],
-                )
-                for h, blob in rows:
-                    out[h] = np.frombuffer(blob, dtype=np.float32)
-        return out
+            try:
+                return self._get_many(model, hashes)
+            except sqlite3.DatabaseError as exc:
+                self._recover(exc)
+                return {}
 
     def put_many(self, model: str, vectors: Mapping[str, Vectors]) -> None:
-        items = list(vectors.items())
         with self._lock:
-            for start in range(0, len(items), self._BATCH):  # bounded memory for big batches
-                rows = [
-                    (model, h, np.asarray(v, dtype=np.float32).tobytes())
-                    for h, v in items[start : start + self._BATCH]
-                ]
-                self._db.executemany(
-                    "INSERT OR REPLACE INTO embeddings (model, hash, vector) VALUES (?, ?, ?)",
-                    rows,
-                )
-            self._db.commit()
+            try:
+                self._put_many(model, vectors)
+            except sqlite3.DatabaseError as exc:
+                self._recover(exc)
+                self._put_many(model, vectors)
+
+    def _get_many(self, model: str, hashes: Iterable[str]) -> dict[str, Vectors]:
+        wanted = list(dict.fromkeys(hashes))
+        out: dict[str, Vectors] = {}
+        for start in range(0, len(wanted), self._BATCH):
+            part = wanted[start : start + self._BATCH]
+            marks = ",".join("?" * len(part))
+            rows = self._db.execute(
+                f"SELECT hash, vector FROM embeddings WHERE model = ? AND hash IN ({marks})",
+                [model, *part],
+            )
+            for h, blob in rows:
+                out[h] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
+    def _put_many(self, model: str, vectors: Mapping[str, Vectors]) -> None:
+        items = list(vectors.items())
+        for start in range(0, len(items), self._BATCH):  # bounded memory for big batches
+            rows = [
+                (model, h, np.asarray(v, dtype=np.float32).tobytes())
+                for h, v in items[start : start + self._BATCH]
+            ]
+            self._db.executemany(
+                "INSERT OR REPLACE INTO embeddings (model, hash, vector) VALUES (?, ?, ?)",
+                rows,
+            )
+        self._db.commit()
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def _is_corrupt(exc: sqlite3.DatabaseError) -> bool:
+    """Damage, not a busy or locked file (those must never cost the cache)."""
+    name = getattr(exc, "sqlite_errorname", None)
+    return name in _CORRUPT if name else type(exc) is sqlite3.DatabaseError
+
+
+def _open(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(str(path), check_same_thread=False)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS embeddings ("
+            "model TEXT NOT NULL, hash TEXT NOT NULL, vector BLOB NOT NULL, "
+            "PRIMARY KEY (model, hash))"
+        )
+        db.commit()
+    except sqlite3.DatabaseError:
+        db.close()
+        raise
+    return db
