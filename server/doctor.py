@@ -14,6 +14,8 @@ from .gateway.trust import approve_hint
 
 __all__ = ["check_exit_code", "check_report", "format_check"]
 
+SERVER_DOWN = 2
+"""Exit code of ``check`` when an enabled downstream server is not connected."""
 NEEDS_REVIEW = 3
 """Exit code of ``check`` when a downstream tool is held back or flagged."""
 
@@ -100,6 +102,11 @@ def format_check(report: dict[str, Any]) -> str:
         lines += _trust_lines(server["name"], server.get("trust"))
     p = report["persistence"]
     lines.append(f"persistence: {p['backend']}" + (f" at {p['path']}" if p["path"] else ""))
+    if check_exit_code(report) == SERVER_DOWN:
+        lines.append(
+            f"a downstream server is not connected (see its last error above): exit code "
+            f"{SERVER_DOWN}; fix it, or set enabled = false on it"
+        )
     if check_exit_code(report) == NEEDS_REVIEW:
         lines.append(
             "downstream tools need review (held back or flagged above): exit code "
@@ -131,10 +138,13 @@ def _trust_lines(server: str, trust: dict[str, Any] | None) -> list[str]:
 
 
 def check_exit_code(report: dict[str, Any]) -> int:
-    """0 when all is well, 1 for an invalid config, 3 when a downstream tool is held back or
-    flagged (a person should look before plugging the config into a host)."""
+    """0 when all is well, 1 for an invalid config, 2 when an enabled downstream server could
+    not be started or reached, 3 when a downstream tool is held back or flagged (a person
+    should look before plugging the config into a host)."""
     if not report["ok"]:
         return 1
+    if any(s["state"] not in ("connected", "disabled") for s in report["servers"]):
+        return SERVER_DOWN
     for server in report["servers"]:
         trust = server.get("trust") or {}
         if trust.get("held") or trust.get("flagged"):
