@@ -1,0 +1,422 @@
+"""Hostile lines on the stdio wire of a real ``context-broker serve``: every request with a
+usable id gets an answer under that id (a result or a JSON-RPC error), lines without one are
+skipped, the process never dies, no answer carries a traceback or a secret, and the broker
+serves normally afterwards. With and without a downstream server (mcp-server-time)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import pytest
+import pytest_asyncio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.server.broker_procs import BROKER, server_env
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+TIME = str(Path(sys.executable).parent / "mcp-server-time")
+SECRET = "cb-wire-secret-7f3a9c"
+PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS = -32700, -32600, -32602
+ANSWER_WITHIN = 15.0
+PLACEHOLDER = "@@ID@@"
+CALL = "time__get_current_time"
+
+
+class Host:
+    """A host writing raw lines to the broker's stdin and reading its answers by id."""
+
+    def __init__(self, process: anyio.abc.Process) -> None:
+        self.process = process
+        self.buffer = b""
+        self.unclaimed: list[dict[str, Any]] = []
+        self.lines: list[bytes] = []
+        self._next_id = 0
+
+    def fresh_id(self, kind: str = "int") -> int | str:
+        self._next_id += 1
+        return 7_300_000_000 + self._next_id if kind == "int" else f"wire-{self._next_id}"
+
+    async def send_raw(self, line: bytes) -> None:
+        assert self.process.stdin is not None
+        with anyio.fail_after(ANSWER_WITHIN):
+            await self.process.stdin.send(line + b"\n")
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await self.send_raw(json.dumps(message).encode())
+
+    async def _next(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        while b"\n" not in self.buffer:
+            self.buffer += await self.process.stdout.receive()
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        self.lines.append(line)
+        check_answer_line(line)
+        return json.loads(line)  # type: ignore[no-any-return]
+
+    async def answer(self, request_id: int | str) -> dict[str, Any]:
+        """The answer to ``request_id`` (ids compared with their JSON type), bounded."""
+        for i, message in enumerate(self.unclaimed):
+            if _same_id(message.get("id"), request_id):
+                return self.unclaimed.pop(i)
+        with anyio.fail_after(ANSWER_WITHIN):
+            while True:
+                message = await self._next()
+                if _same_id(message.get("id"), request_id):
+                    return message
+                self.unclaimed.append(message)
+
+    async def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        request_id = self.fresh_id()
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        await self.send(message)
+        return await self.answer(request_id)
+
+    async def assert_alive(self) -> None:
+        assert self.process.returncode is None, "the broker exited"
+        answer = await self.request("ping")
+        assert answer.get("result") == {}, answer
+
+
+def _same_id(got: object, want: int | str) -> bool:
+    return got == want and type(got) is type(want)
+
+
+def check_answer_line(line: bytes) -> None:
+    """Every line the broker writes: one JSON-RPC message, no traceback, no secret."""
+    text = line.decode("utf-8")
+    assert "Traceback" not in text and 'File "' not in text, text[:500]
+    assert SECRET not in text
+    message = json.loads(text)
+    assert message.get("jsonrpc") == "2.0"
+    if "error" in message:
+        error = message["error"]
+        assert isinstance(error["code"], int) and isinstance(error["message"], str)
+        assert 0 < len(error["message"]) < 2000
+
+
+def check_answer(answer: dict[str, Any]) -> None:
+    assert ("result" in answer) != ("error" in answer), answer
+
+
+CONFIGS = {
+    "plain": "[search]\nsemantic = false\n",
+    "time": f"""
+[search]
+semantic = false
+
+[servers.time]
+command = "{TIME}"
+env = {{ TIME_API_TOKEN = "{SECRET}" }}
+""",
+}
+
+
+async def _start(tmp: Path, name: str) -> AsyncIterator[Host]:
+    config = tmp / f"{name}.toml"
+    config.write_text(CONFIGS[name], encoding="utf-8")
+    with open(tmp / f"{name}.log", "wb") as log:
+        process = await anyio.open_process(
+            [BROKER, "serve", "--config", str(config)], stderr=log, env=server_env()
+        )
+        async with process:
+            host = Host(process)
+            init = {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "wire-host", "version": "1"},
+            }
+            assert "result" in await host.request("initialize", init)
+            await host.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            listed = await host.request("tools/list")
+            names = [tool["name"] for tool in listed["result"]["tools"]]
+            assert (CALL in names) == (name == "time")
+            try:
+                yield host
+                # after everything: a normal tools/list still works
+                again = await host.request("tools/list")
+                assert [tool["name"] for tool in again["result"]["tools"]] == names
+            finally:
+                assert process.stdin is not None
+                await process.stdin.aclose()
+                with anyio.fail_after(20):
+                    await process.wait()
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def time_host(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Host]:
+    async for host in _start(tmp_path_factory.mktemp("wire"), "time"):
+        yield host
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def plain_host(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Host]:
+    async for host in _start(tmp_path_factory.mktemp("wire"), "plain"):
+        yield host
+
+
+# -- the defects, one by one ---------------------------------------------------------------
+
+
+def _deep(levels: int) -> str:
+    return "[" * levels + "]" * levels
+
+
+def _call_line(request_id: int | str, arguments_json: str, name: str = CALL) -> bytes:
+    head = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call"}
+    text = json.dumps(head)[:-1] + f', "params": {{"name": "{name}", "arguments": '
+    return (text + arguments_json + "}}").encode()
+
+
+async def test_a_tools_call_nesting_5000_levels_is_a_parse_error_not_a_crash(
+    time_host: Host,
+) -> None:
+    request_id = time_host.fresh_id()
+    await time_host.send_raw(_call_line(request_id, '{"timezone": ' + _deep(5000) + "}"))
+    answer = await time_host.answer(request_id)
+    assert answer["error"]["code"] == PARSE_ERROR
+    assert "deeper than 128 levels" in answer["error"]["message"]
+    await time_host.assert_alive()
+
+
+async def test_a_deep_tools_call_with_the_id_last_is_answered_under_that_id(
+    time_host: Host,
+) -> None:
+    request_id = time_host.fresh_id("str")
+    params = '{"name": "' + CALL + '", "arguments": {"timezone": ' + _deep(5000) + "}}"
+    line = '{"method": "tools/call", "params": ' + params + ', "jsonrpc": "2.0", "id": '
+    await time_host.send_raw((line + json.dumps(request_id) + "}").encode())
+    assert (await time_host.answer(request_id))["error"]["code"] == PARSE_ERROR
+    await time_host.assert_alive()
+
+
+async def test_a_cancel_notification_nesting_5000_levels_is_skipped_not_a_crash(
+    time_host: Host,
+) -> None:
+    line = '{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": '
+    await time_host.send_raw((line + _deep(5000) + "}}").encode())
+    await time_host.assert_alive()
+
+
+async def test_a_call_with_a_cut_emoji_is_served_with_a_replacement_character(
+    time_host: Host,
+) -> None:
+    request_id = time_host.fresh_id()
+    arguments = '{"agent": "cut emoji \\ud83d"}'
+    await time_host.send_raw(_call_line(request_id, arguments, name="create_session"))
+    answer = await time_host.answer(request_id)
+    assert answer["result"]["isError"] is False, answer
+    assert "cut emoji \ufffd" in json.dumps(answer["result"], ensure_ascii=False)
+
+
+async def test_a_downstream_call_with_a_cut_emoji_gets_an_answer(time_host: Host) -> None:
+    request_id = time_host.fresh_id()
+    await time_host.send_raw(_call_line(request_id, '{"timezone": "Asia/Tokyo \\udc00"}'))
+    answer = await time_host.answer(request_id)
+    assert answer["result"]["isError"] is True  # no such time zone, said as a tool error
+
+
+MALFORMED = {
+    "raw NUL": (
+        '{"jsonrpc": "2.0", "id": ID, "method": "ping", "params": {"x": "a\x00b"}}',
+        -32700,
+    ),
+    "5000-digit integer": (
+        '{"jsonrpc": "2.0", "id": ID, "method": "ping", "params": {"x": ' + "7" * 5000 + "}}",
+        PARSE_ERROR,
+    ),
+    "nesting of 200 levels": (
+        '{"jsonrpc": "2.0", "id": ID, "method": "ping", "params": {"x": ' + _deep(200) + "}}",
+        PARSE_ERROR,
+    ),
+    "cut short": ('{"jsonrpc": "2.0", "id": ID, "method": "tools/li', PARSE_ERROR),
+    "jsonrpc 1.0": ('{"jsonrpc": "1.0", "id": ID, "method": "ping"}', INVALID_REQUEST),
+    "jsonrpc missing": ('{"id": ID, "method": "ping"}', INVALID_REQUEST),
+    "method missing": ('{"jsonrpc": "2.0", "id": ID}', INVALID_REQUEST),
+    "method a number": ('{"jsonrpc": "2.0", "id": ID, "method": 42}', INVALID_REQUEST),
+    "params a string": (
+        '{"jsonrpc": "2.0", "id": ID, "method": "tools/list", "params": "x"}',
+        -32602,
+    ),
+    "params an array": ('{"jsonrpc": "2.0", "id": ID, "method": "ping", "params": [1, 2]}', -32602),
+}
+
+
+@pytest.mark.parametrize("kind", list(MALFORMED))
+@pytest.mark.parametrize("id_kind", ["int", "str"])
+async def test_a_malformed_request_with_an_id_gets_its_json_rpc_error(
+    time_host: Host, kind: str, id_kind: str
+) -> None:
+    template, code = MALFORMED[kind]
+    request_id = time_host.fresh_id(id_kind)
+    await time_host.send_raw(template.replace("ID", json.dumps(request_id)).encode())
+    answer = await time_host.answer(request_id)
+    assert answer["error"]["code"] == code, answer
+    await time_host.assert_alive()
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"jsonrpc": "2.0", "id": null, "method": "ping"}',
+        '{"jsonrpc": "2.0", "id": 1.5, "method": "ping"}',
+        '{"jsonrpc": "2.0", "id": true, "method": "tools/list"}',
+        '{"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"}',
+        '{"jsonrpc": "2.0", "method": "ping", "params": {"x": ' + "7" * 5000 + "}}",
+        "\udcff garbage \x00",
+        "[1, 2, 3]",
+    ],
+    ids=["null", "fraction", "bool", "object", "no id", "garbage", "array"],
+)
+async def test_a_line_without_a_usable_id_is_skipped_and_the_broker_goes_on(
+    time_host: Host, line: str
+) -> None:
+    await time_host.send_raw(line.encode("utf-8", "surrogateescape"))
+    await time_host.assert_alive()
+    assert not [message for message in time_host.unclaimed if "id" in message]
+
+
+# -- generated hostile lines ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Line:
+    """A line to send: ``text`` with :data:`PLACEHOLDER` for a fresh id of ``id_kind`` (None
+    when the line carries no usable id and needs no answer)."""
+
+    text: bytes
+    id_kind: str | None
+
+
+_METHODS = st.sampled_from(
+    ["ping", "tools/list", "tools/call", "resources/list", "resources/read", "prompts/list",
+     "prompts/get", "completion/complete", "logging/setLevel", "initialize", "nope/never",
+     "notifications/initialized"]
+)  # fmt: skip
+_HOSTILE_TEXT = st.sampled_from(
+    ['"\\ud83d"', '"cut emoji \\ud83d"', '"\\udfff\\ud800"', '"a\x00b"', '"\x01\x1f"',
+     "7" * 4301, "-" + "9" * 5000, "1e99999", "NaN", "Infinity", '"\\u0000"', '"\\"',
+     '"' + "x" * 100_000 + '"', '"\u202e\u200b\ufeff"']
+)  # fmt: skip
+
+
+@st.composite
+def _deep_text(draw: st.DrawFn) -> str:
+    levels = draw(st.integers(min_value=100, max_value=6000))
+    if draw(st.booleans()):
+        return "[" * levels + "]" * levels
+    return '{"a":' * levels + "0" + "}" * levels
+
+
+_SCALARS = st.one_of(
+    st.integers().map(str),
+    st.floats(allow_nan=False, allow_infinity=False).map(json.dumps),
+    st.text(max_size=50).map(json.dumps),
+    st.sampled_from(["true", "false", "null"]),
+    _HOSTILE_TEXT,
+    _deep_text(),
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4).map(lambda items: "[" + ",".join(items) + "]"),
+        st.dictionaries(st.text(max_size=10).map(json.dumps), inner, max_size=4).map(
+            lambda d: "{" + ",".join(f"{k}:{v}" for k, v in d.items()) + "}"
+        ),
+    ),
+    max_leaves=8,
+)
+_TOOL_NAMES = st.sampled_from(
+    [CALL, "call_tool", "create_session", "build_request_context", "list_rules", "nope", ""]
+)
+
+
+@st.composite
+def _request(draw: st.DrawFn) -> Line:
+    """A request-shaped line: usable id, maybe hostile envelope fields and params."""
+    members = [f'"id": {PLACEHOLDER}']
+    jsonrpc = draw(st.sampled_from(['"2.0"'] * 6 + ['"1.0"', "2.0", "null", "", '"2.0\\u0000"']))
+    if jsonrpc:
+        members.append(f'"jsonrpc": {jsonrpc}')
+    method = draw(st.one_of(_METHODS.map(json.dumps), _SCALARS, st.just("")))
+    if method:
+        members.append(f'"method": {method}')
+    if method == '"tools/call"' and draw(st.booleans()):
+        name = json.dumps(draw(_TOOL_NAMES))
+        params = f'{{"name": {name}, "arguments": {draw(_VALUES)}}}'
+    else:
+        params = draw(st.one_of(st.just(""), _VALUES))
+    if params:
+        members.append(f'"params": {params}')
+    members = draw(st.permutations(members))
+    text = "{" + ", ".join(members) + "}"
+    return Line(text.encode("utf-8", "surrogatepass"), draw(st.sampled_from(["int", "str"])))
+
+
+@st.composite
+def _cut_request(draw: st.DrawFn) -> Line:
+    """A request cut short after its id: still answered under that id."""
+    rest = draw(st.text(max_size=40).map(json.dumps))
+    head = '{"jsonrpc": "2.0", "id": ' + PLACEHOLDER + ","
+    text = head + ' "method": "ping", "params": {"x": ' + rest
+    cut = draw(st.integers(min_value=len(head), max_value=len(text)))
+    return Line(text[:cut].encode(), draw(st.sampled_from(["int", "str"])))
+
+
+_NO_ANSWER = st.one_of(
+    st.binary(max_size=300),
+    _VALUES.map(lambda text: text.encode("utf-8", "surrogatepass")),
+    st.sampled_from(["null", "1.5", "true", "[]", "{}", '"x"']).map(
+        lambda bad: f'{{"jsonrpc": "2.0", "id": {bad}, "method": "ping"}}'.encode()
+    ),
+    _VALUES.map(
+        lambda params: (
+            f'{{"jsonrpc": "2.0", "method": "notifications/cancelled", '
+            f'"params": {{"requestId": {params}}}}}'.encode("utf-8", "surrogatepass")
+        )
+    ),
+).map(lambda text: Line(text.replace(b"\n", b" "), None))
+
+LINES = st.one_of(_request(), _cut_request(), _NO_ANSWER)
+HOSTILE = settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+async def _send_and_check(host: Host, line: Line) -> None:
+    if line.id_kind is None:
+        await host.send_raw(line.text)
+    else:
+        request_id = host.fresh_id(line.id_kind)
+        text = line.text.replace(PLACEHOLDER.encode(), json.dumps(request_id).encode())
+        await host.send_raw(text)
+        check_answer(await host.answer(request_id))
+    await host.assert_alive()
+
+
+@HOSTILE
+@given(line=LINES)
+async def test_generated_hostile_lines_are_answered_and_the_broker_with_a_downstream_lives(
+    time_host: Host, line: Line
+) -> None:
+    await _send_and_check(time_host, line)
+
+
+@HOSTILE
+@given(line=LINES)
+async def test_generated_hostile_lines_are_answered_and_the_plain_broker_lives(
+    plain_host: Host, line: Line
+) -> None:
+    await _send_and_check(plain_host, line)
