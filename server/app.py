@@ -20,7 +20,7 @@ from contextcore.sessions import SessionStore
 from contextcore.store_sqlite import SqliteSessionStore
 
 from .downstream import Downstream
-from .gateway import Gateway, GatewaySettings, resolve_servers
+from .gateway import Gateway, GatewaySettings, ToolGate, resolve_servers
 from .http import build_http_app, guard_settings, run_http
 from .mcp_server import build_server
 from .passthrough import DirectCalls
@@ -165,7 +165,8 @@ def build_gateway(
     )
     if servers is None:
         servers = resolve_servers(config)
-    gateway = Gateway(servers, parts.catalog, settings=settings)
+    gate = ToolGate.from_config(config)  # the pin file and limits every tool list passes
+    gateway = Gateway(servers, parts.catalog, settings=settings, gate=gate)
     for handler in logging.getLogger().handlers:
         handler.addFilter(gateway.redactor.filter())
     return gateway

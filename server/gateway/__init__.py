@@ -18,6 +18,7 @@ from .models import ExposedTool, GatewaySettings, ServerState, ServerStatus
 from .naming import assign_names, sanitize, split_resource_uri, wrap_resource_uri
 from .secrets import RedactingFilter, Redactor, expand_env, expand_server
 from .servers_file import load_servers_file, parse_servers, resolve_servers
+from .trust import ToolGate, TrustReport
 
 __all__ = [
     "DownstreamError",
@@ -33,6 +34,8 @@ __all__ = [
     "ServerStatus",
     "ServerUnavailableError",
     "ServersFileError",
+    "ToolGate",
+    "TrustReport",
     "UnknownServerError",
     "UnknownToolError",
     "assign_names",
