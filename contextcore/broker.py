@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from .catalog import Catalog
 from .errors import SearchInputError, SessionError
 from .items import ContextItem, ItemRef, ItemType, parse_item_type
+from .presets import PresetName, Selection, parse_preset, resolve
 from .render import assemble_messages
 from .search import SearchEngine, SearchResult
 from .sessions import (
@@ -57,6 +58,7 @@ class ContextBroker:
         self._clock = clock
         self._max_message_chars = max_message_chars
         self._lock = threading.RLock()
+        self._always: tuple[int, list[ItemRef]] = (-1, [])
 
     @property
     def lock(self) -> threading.RLock:
@@ -71,23 +73,48 @@ class ContextBroker:
     def _stamp(self) -> str:
         return self._clock().isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
+    def _always_refs(self) -> list[ItemRef]:
+        version = self.catalog.version
+        if self._always[0] != version:
+            self._always = (version, [i.ref for i in self.catalog.with_mode("always")])
+        return self._always[1]
+
     def session(self, session_id: object) -> Session:
-        """Load a session; raise ``SessionError`` for a malformed or unknown id."""
+        """Load a session; raise ``SessionError`` for a malformed or unknown id. Its items
+        follow the catalog: ``always`` items that appeared since are in it unless removed."""
         sid = check_session_id(session_id)
         found = self.store.load(sid)
         if found is None:
             raise SessionError(
                 f"unknown session_id {sid!r}; create one with create_session", field="session_id"
             )
-        return found
+        return found.following(self._always_refs())
 
-    def create_session(self, agent: str | None = None) -> Session:
-        """A new session holding every enabled ``always`` item."""
-        items = tuple(SessionItem(i.ref, "always") for i in self.catalog.with_mode("always"))
-        session = Session(new_session_id(), agent, self._stamp(), items)
+    def create_session(self, agent: str | None = None, preset: str | None = None) -> Session:
+        """A new session holding every enabled ``always`` item, with its own search preset
+        if ``preset`` is given."""
+        chosen = parse_preset(preset) if preset is not None else None
+        items = tuple(SessionItem(ref, "always") for ref in self._always_refs())
+        session = Session(new_session_id(), agent, self._stamp(), items, preset=chosen)
         with self._lock:
             self.store.save(session)
         return session
+
+    def selection(
+        self,
+        session: Session | None = None,
+        preset: str | None = None,
+        **values: float | int | None,
+    ) -> Selection:
+        """The search parameters in force for a request of ``session`` (config, then the
+        session's preset, then the call's preset and explicit ``values``)."""
+        s = self.search.settings
+        config_values = {k: getattr(s, k) for k in s.explicit}
+        session_preset: PresetName | None = None
+        if session is not None and session.preset is not None:
+            session_preset = parse_preset(session.preset)
+        call_preset = parse_preset(preset) if preset is not None else None
+        return resolve(s.preset, config_values, session_preset, call_preset, values)
 
     def _ref(self, item_type: str, name: object, server: object) -> ItemRef:
         kind: ItemType = parse_item_type(item_type, field="type")
@@ -135,22 +162,37 @@ class ContextBroker:
         top_n: int | None = None,
         include_score: float | None = None,
         types: Iterable[str] | None = None,
+        preset: str | None = None,
+        min_score: float | None = None,
+        min_score_tools: float | None = None,
     ) -> RequestContext:
         """Session items plus the agent items search selects for ``message``; recorded in
-        the session's turn log before it is returned."""
+        the session's turn log before it is returned. The preset and parameters in force
+        are recorded with it."""
         session = self.session(session_id)
         self._check_message(message)
+        chosen = self.selection(
+            session,
+            preset,
+            top_k=top_k,
+            top_n=top_n,
+            include_score=include_score,
+            min_score=min_score,
+            min_score_tools=min_score_tools,
+        )
         in_session = {i.ref for i in session.items}
         items = [RequestItem(i.ref, i.include_mode) for i in session.items]
-        result, warnings = self._search_agent_items(
-            message, in_session, top_k, top_n, include_score, types
-        )
+        result, warnings = self._search_agent_items(message, in_session, chosen, types)
         mode = result.mode if result is not None else None
         if result is not None:
             items += [
                 RequestItem(h.ref, "agent", round(h.similarity_score, 4)) for h in result.hits
             ]
-        threshold = self.search.settings.include_score if include_score is None else include_score
+        if self.catalog.pending:
+            warnings.append(
+                "downstream servers still connecting, their tools were not searched: "
+                + ", ".join(self.catalog.pending)
+            )
         context = RequestContext(
             new_request_id(),
             session.session_id,
@@ -159,7 +201,8 @@ class ContextBroker:
             tuple(items),
             mode,
             tuple(warnings),
-            include_score=float(threshold),
+            include_score=chosen.include_score,
+            parameters=chosen.to_dict(),
         )
         with self._lock:
             latest = self.session(session_id)
@@ -180,20 +223,19 @@ class ContextBroker:
         self,
         message: str,
         in_session: set[ItemRef],
-        top_k: int | None,
-        top_n: int | None,
-        include_score: float | None,
+        chosen: Selection,
         types: Iterable[str] | None,
     ) -> tuple[SearchResult | None, list[str]]:
         try:
             result = self.search.search(
                 message,
                 types=types,
-                top_k=top_k,
-                top_n=top_n,
-                include_score=include_score,
+                top_k=chosen.top_k,
+                top_n=chosen.top_n,
+                include_score=chosen.include_score,
                 modes=("agent",),
                 exclude=in_session,
+                min_score=chosen.floors(),
             )
         except SearchInputError:
             raise

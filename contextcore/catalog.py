@@ -33,6 +33,7 @@ class Catalog:
         self._items: dict[ItemRef, ContextItem] = {}
         self._lock = threading.RLock()
         self.version = 0
+        self._pending: tuple[str, ...] = ()
         for item in items:
             if item.ref in self._items:
                 raise CatalogError(
@@ -121,6 +122,16 @@ class Catalog:
             for tool in tools:
                 self._items[tool.ref] = tool
             self.version += 1
+
+    @property
+    def pending(self) -> tuple[str, ...]:
+        """Sources (downstream servers) whose items are not in the catalog yet because they
+        are still connecting for the first time."""
+        return self._pending
+
+    def set_pending(self, sources: Iterable[str]) -> None:
+        """Say which sources are still on their way (an empty list once all arrived)."""
+        self._pending = tuple(sorted(sources))
 
     def counts(self) -> dict[str, dict[str, int]]:
         """Enabled items per type and include mode."""

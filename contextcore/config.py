@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from .assembly_model import AssemblyModelSpec
 from .errors import ConfigError
 from .items import IncludeMode
+from .presets import PresetName
 
 __all__ = [
     "AgentConfig",
@@ -64,6 +65,10 @@ class SearchConfig(_Model):
     top_k: int = Field(20, ge=1)
     top_n: int = Field(5, ge=1)
     include_score: float = Field(0.7, ge=0.0, le=1.0)
+    preset: PresetName = "normal"
+    min_score: float = Field(0.25, ge=0.0, le=1.0)
+    min_score_tools: float = Field(0.22, ge=0.0, le=1.0)
+    max_context_tokens: int = Field(4000, ge=100)
     lexical_weight: float = Field(0.15, ge=0.0)
     max_query_chars: int = Field(100_000, ge=1)
     threads: int | None = Field(None, ge=1)
@@ -127,6 +132,7 @@ class GatewayConfig(_Model):
     backoff_max: float = Field(30.0, gt=0)
     debounce: float = Field(0.25, ge=0)
     record_max_chars: int = Field(20_000, ge=100)
+    startup_budget: float = Field(5.0, ge=0)
     pin_file: Path = Path("context-broker.pins.json")
     max_description_chars: int = Field(2_000, ge=100)
     max_tools_per_server: int = Field(200, ge=1)

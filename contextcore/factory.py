@@ -29,6 +29,9 @@ __all__ = [
 ]
 
 
+_PRESET_KEYS = frozenset({"top_k", "top_n", "include_score", "min_score", "min_score_tools"})
+
+
 def _inline(row: InlineItem, cls: type[Rule] | type[Reference], source: str) -> ContextItem:
     return cls(
         name=row.name,
@@ -105,6 +108,11 @@ def search_settings(config: BrokerConfig) -> SearchSettings:
         mode=s.mode,
         lexical_weight=s.lexical_weight,
         max_query_chars=s.max_query_chars,
+        preset=s.preset,
+        min_score=s.min_score,
+        min_score_tools=s.min_score_tools,
+        max_context_tokens=s.max_context_tokens,
+        explicit=frozenset(s.model_fields_set & _PRESET_KEYS),
     )
 
 

@@ -1,15 +1,16 @@
 """Hybrid search over the catalog: dense cosine fused with BM25, grouped per item.
 
 Ranking score per chunk: ``cosine + lexical_weight * bm25 / max(bm25)`` (the lexical part is
-scaled to [0, 1] per query). An item's rank is its best chunk's. The ``similarity`` reported and
-compared with ``include_score`` stays the item's best cosine similarity, as the design defines
-it; the fused value is reported separately as ``score``.
+scaled to [0, 1] per query). An item's score is its best chunk's; it is the score users see
+(``similarity_score``), results are ordered by it, and ``min_score`` compares against it.
+``include_score`` compares against the item's best cosine alone (``similarity``): items that
+close in meaning are included even past ``top_n``.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -22,13 +23,15 @@ from .embedding_cache import EmbeddingCache, MemoryEmbeddingCache
 from .errors import ContextCoreError, SearchInputError
 from .index import ChunkIndex, IndexStats, Layout
 from .items import IncludeMode, ItemRef, ItemType, parse_item_type
+from .presets import PresetName
 
-__all__ = ["SearchEngine", "SearchHit", "SearchMode", "SearchResult", "SearchSettings"]
+__all__ = ["MinScore", "SearchEngine", "SearchHit", "SearchMode", "SearchResult", "SearchSettings"]
 
 log = logging.getLogger(__name__)
 
 SearchMode = Literal["hybrid", "dense", "lexical"]
 _MODES: tuple[SearchMode, ...] = ("hybrid", "dense", "lexical")
+MinScore = float | Mapping[ItemType, float]
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,12 @@ class SearchSettings:
     mode: SearchMode = "hybrid"
     lexical_weight: float = 0.15
     max_query_chars: int = 100_000
+    preset: PresetName = "normal"
+    min_score: float = 0.25
+    min_score_tools: float = 0.22
+    max_context_tokens: int = 4000
+    explicit: frozenset[str] = frozenset()
+    """The names of the settings above that the config set itself (they override its preset)."""
 
 
 @dataclass(frozen=True)
@@ -54,8 +63,9 @@ class SearchHit:
 
     @property
     def similarity_score(self) -> float:
-        """The score users see: cosine similarity, or the lexical score in lexical mode."""
-        return self.similarity if self.similarity is not None else self.lexical
+        """The score users see and results are ordered by: the fused relevance (in dense mode
+        the cosine, in lexical mode the scaled BM25 score)."""
+        return self.score
 
 
 @dataclass(frozen=True)
@@ -118,9 +128,11 @@ class SearchEngine:
         exclude: Collection[ItemRef] = (),
         apply_include_score: bool = True,
         query_vector: Vectors | None = None,
+        min_score: MinScore | None = None,
     ) -> SearchResult:
         """Rank enabled items for ``query``; ``modes`` keeps only items of those effective
-        include modes and ``exclude`` leaves out the given items.
+        include modes and ``exclude`` leaves out the given items; ``min_score`` (one floor, or
+        one per item type) drops items scoring below it.
 
         Items whose cosine similarity reaches ``include_score`` are added past ``top_n``
         unless ``apply_include_score`` is false (evaluation ranks without that cut-off).
@@ -142,6 +154,8 @@ class SearchEngine:
             return SearchResult((), s.mode, tuple(warnings))
         mask = _item_mask(layout, wanted, modes, exclude)
         hits = self._rank(layout, query, s, mask, apply_include_score, query_vector)
+        if min_score is not None:
+            hits = [h for h in hits if h.score >= _floor(min_score, h.ref.type)]
         if requested != s.mode:
             log.warning("search fell back to %s mode: %s", s.mode, why)
         return SearchResult(tuple(hits), s.mode, tuple(warnings))
@@ -195,7 +209,8 @@ class SearchEngine:
         chosen = _top_items(fused, layout.owner, s.top_k, s.top_n)
         if dense is not None and apply_include_score:
             chosen = _with_include_score(chosen, dense, fused, layout.owner, s.include_score)
-        return [_hit(layout, item, fused, dense, lexical) for item in chosen]
+        hits = [_hit(layout, item, fused, dense, lexical) for item in chosen]
+        return sorted(hits, key=lambda h: -h.score)
 
     def _validated(
         self, top_k: int | None, top_n: int | None, include_score: float | None, mode: str | None
@@ -236,6 +251,12 @@ class SearchEngine:
             return query, []
         warning = f"query of {len(query)} characters truncated to the first {limit} for search"
         return query[:limit], [warning]
+
+
+def _floor(min_score: MinScore, item_type: ItemType) -> float:
+    if isinstance(min_score, int | float):
+        return float(min_score)
+    return float(min_score.get(item_type, 0.0))
 
 
 def _parse_types(types: Iterable[str] | None) -> set[ItemType] | None:

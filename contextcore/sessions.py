@@ -98,6 +98,13 @@ class RequestContext:
     search_mode: str | None = None
     warnings: tuple[str, ...] = ()
     include_score: float | None = None
+    parameters: dict[str, Any] | None = None
+
+    @property
+    def preset(self) -> str | None:
+        """The search preset in force for this request (None for turns recorded before
+        presets existed)."""
+        return (self.parameters or {}).get("preset")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -109,6 +116,7 @@ class RequestContext:
             "search_mode": self.search_mode,
             "warnings": list(self.warnings),
             "include_score": self.include_score,
+            "parameters": self.parameters,
         }
 
     @classmethod
@@ -122,13 +130,18 @@ class RequestContext:
             search_mode=row.get("search_mode"),
             warnings=tuple(row.get("warnings", ())),
             include_score=row.get("include_score"),
+            parameters=row.get("parameters"),
         )
 
 
 @dataclass(frozen=True)
 class Session:
     """A session's state: its context items, its turn log, and state later layers add
-    (history, summaries, snapshot) under ``extras``. Replaced whole on every change."""
+    (history, summaries, snapshot) under ``extras``. Replaced whole on every change.
+
+    ``removed`` remembers items taken out by hand, so an ``always`` item that appears in the
+    catalog later (a downstream server that connected late) is added to every session except
+    those that removed it. ``preset`` is the session's search preset, if it chose one."""
 
     session_id: str
     agent: str | None
@@ -136,15 +149,26 @@ class Session:
     items: tuple[SessionItem, ...] = ()
     turns: tuple[RequestContext, ...] = ()
     extras: dict[str, Any] = field(default_factory=dict)
+    removed: tuple[ItemRef, ...] = ()
+    preset: str | None = None
 
     def has(self, ref: ItemRef) -> bool:
         return any(i.ref == ref for i in self.items)
 
     def with_item(self, item: SessionItem) -> Session:
-        return replace(self, items=(*self.items, item))
+        removed = tuple(r for r in self.removed if r != item.ref)
+        return replace(self, items=(*self.items, item), removed=removed)
 
     def without(self, ref: ItemRef) -> Session:
-        return replace(self, items=tuple(i for i in self.items if i.ref != ref))
+        items = tuple(i for i in self.items if i.ref != ref)
+        removed = self.removed if ref in self.removed else (*self.removed, ref)
+        return replace(self, items=items, removed=removed)
+
+    def following(self, always: list[ItemRef]) -> Session:
+        """This session with every ``always`` item it neither holds nor removed added."""
+        known = {i.ref for i in self.items} | set(self.removed)
+        new = tuple(SessionItem(ref, "always") for ref in always if ref not in known)
+        return replace(self, items=(*self.items, *new)) if new else self
 
     def with_turn(self, turn: RequestContext) -> Session:
         return replace(self, turns=(*self.turns, turn))
@@ -166,6 +190,8 @@ class Session:
             "items": [i.to_dict() for i in self.items],
             "turns": [t.to_dict() for t in self.turns],
             "extras": self.extras,
+            "removed": [r.to_dict() for r in self.removed],
+            "preset": self.preset,
         }
 
     @classmethod
@@ -177,6 +203,11 @@ class Session:
             items=tuple(SessionItem.from_dict(i) for i in row["items"]),
             turns=tuple(RequestContext.from_dict(t) for t in row["turns"]),
             extras=dict(row.get("extras") or {}),
+            removed=tuple(
+                ItemRef(parse_item_type(r["type"]), r["name"], r.get("server"))
+                for r in row.get("removed") or ()
+            ),
+            preset=row.get("preset"),
         )
 
 

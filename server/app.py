@@ -109,6 +109,7 @@ def serve(
             history=history,
             record={name: cfg.record_calls for name, cfg in servers.items()},
             record_max_chars=config.gateway.record_max_chars,
+            startup_budget=config.gateway.startup_budget,
         )
     server = build_server(
         parts.broker,

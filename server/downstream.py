@@ -14,12 +14,15 @@ from mcp import types
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp.shared.subscriptions import ToolsListChanged
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from contextcore.broker import ContextBroker
 from contextcore.call_record import call_messages, result_text
+from contextcore.catalog import Catalog
 from contextcore.errors import ContextCoreError
 from contextcore.history_service import HistoryService
+from contextcore.items import ItemRef, Tool
 from tools.gateway import (
     CALL_TOOL_DESCRIPTION,
     LIST_SERVERS_DESCRIPTION,
@@ -30,11 +33,12 @@ from tools.gateway import (
     render_servers,
 )
 
+from .arguments import schema_problem
 from .call_policy import call_refusal
 from .gateway import ExposedTool, Gateway, GatewayError
 from .tool_calls import describe_validation_error, error_result
 
-__all__ = ["Downstream"]
+__all__ = ["Downstream", "GatewayDirectory"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +63,33 @@ def _json(result: types.CallToolResult) -> dict[str, Any]:
     return result.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
+def _connection_key(session: ServerSession | None) -> int:
+    """One key per host connection (the SDK makes a session object per request)."""
+    return id(getattr(session, "_connection", session))
+
+
+class GatewayDirectory:
+    """How a host calls downstream tools: by their exposed names, ``always`` ones listed."""
+
+    def __init__(self, gateway: Gateway, catalog: Catalog) -> None:
+        self._gateway = gateway
+        self._catalog = catalog
+
+    def exposed_name(self, ref: ItemRef) -> str | None:
+        if ref.type != "tool" or ref.server is None:
+            return None
+        return self._gateway.exposed_name(ref.server, ref.name)
+
+    def listed(self, ref: ItemRef) -> bool:
+        item = self._catalog.get(ref)
+        return (
+            item is not None
+            and item.enabled
+            and item.effective_include == "always"
+            and self.exposed_name(ref) is not None
+        )
+
+
 class Downstream:
     """Routes host requests to the gateway and tells hosts when exposed tools change."""
 
@@ -70,16 +101,22 @@ class Downstream:
         history: HistoryService | None = None,
         record: Mapping[str, bool] | None = None,
         record_max_chars: int = 20_000,
+        startup_budget: float = 5.0,
     ) -> None:
         self.gateway = gateway
         self.broker = broker
         self.history = history
+        self.directory = GatewayDirectory(gateway, broker.catalog)
         self._record = dict(record or {})
         self._record_max_chars = record_max_chars
+        self._startup_budget = startup_budget
         self.bus = InMemorySubscriptionBus()
         # One session object per host connection (the SDK makes one per request; each sends
         # on its connection's standalone stream), the most recent connections first kept.
         self._sessions: OrderedDict[int, ServerSession] = OrderedDict()
+        # Per handshake-era connection: the exposed names of the tools its latest request
+        # context selected, listed to that host beside the ``always`` tools.
+        self._selected: OrderedDict[int, tuple[str, ...]] = OrderedDict()
         gateway.on_exposed_change = self._exposed_changed
         self._fixed = [
             _tool(CALL_TOOL, CALL_TOOL_DESCRIPTION, CallToolArgs, None),
@@ -90,17 +127,59 @@ class Downstream:
         """Keep a host connection that may want ``tools/list_changed`` later."""
         if session is None:
             return
-        key = id(getattr(session, "_connection", session))
+        key = _connection_key(session)
         self._sessions[key] = session
         self._sessions.move_to_end(key)
         while len(self._sessions) > _MAX_LISTENERS:
             self._sessions.popitem(last=False)
 
-    async def tools(self) -> list[types.Tool]:
-        """``call_tool``, ``list_servers`` and every exposed downstream tool; waits for the
-        first connection attempts, each bounded by its server's timeout."""
-        await self.gateway.wait_ready()
-        return [*self._fixed, *(t.as_mcp_tool() for t in self.gateway.exposed_tools())]
+    async def startup(self) -> list[str]:
+        """Wait for the first gathering of downstream servers, at most the startup budget
+        after the gateway started; the servers still connecting are returned and marked
+        pending in the catalog (so searches say their tools were not there yet)."""
+        pending = await self.gateway.wait_ready(self._startup_budget)
+        self.broker.catalog.set_pending(pending)
+        return pending
+
+    async def tools(self, session: ServerSession | None = None) -> list[types.Tool]:
+        """``call_tool``, ``list_servers``, every exposed (``always``) downstream tool and,
+        for a handshake-era connection, the tools its latest request context selected.
+        Waits for the first connection attempts within the startup budget; servers that
+        arrive later are announced with ``tools/list_changed``."""
+        await self.startup()
+        selected = set(self._selected.get(_connection_key(session), ())) if session else set()
+        listed = [
+            t
+            for t in self.gateway.tools()
+            if t.enabled and (t.include == "always" or t.name in selected)
+        ]
+        return [*self._fixed, *(t.as_mcp_tool() for t in listed)]
+
+    async def context_built(self, session: ServerSession | None, tools: list[ItemRef]) -> None:
+        """List the tools of a connection's latest request context to that host (handshake
+        era, one host per connection) and tell it with ``tools/list_changed``."""
+        if session is None or session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return
+        names = tuple(
+            sorted(
+                name
+                for ref in tools
+                if not self.directory.listed(ref)
+                and (name := self.directory.exposed_name(ref)) is not None
+            )
+        )
+        key = _connection_key(session)
+        if self._selected.get(key, ()) == names:
+            return
+        self._selected[key] = names
+        self._selected.move_to_end(key)
+        while len(self._selected) > _MAX_LISTENERS:
+            self._selected.popitem(last=False)
+        try:
+            with anyio.fail_after(5):
+                await session.send_tool_list_changed()
+        except Exception as exc:  # the host may be gone; its next tools/list is still right
+            log.debug("could not send tools/list_changed: %s", exc)
 
     def handles(self, name: str) -> bool:
         return name in (CALL_TOOL, LIST_SERVERS) or self.gateway.resolve(name) is not None
@@ -138,6 +217,8 @@ class Downstream:
                 return error_result(f"{name}: {exc.field}: {exc.message}")
         config = self.gateway.server_config(server)
         refusal = call_refusal(self.broker, session_id, server, tool, config)
+        if refusal is None and name == CALL_TOOL:
+            refusal = self._schema_problem(server, tool, arguments)
         if refusal is not None:
             return error_result(f"{name}: {refusal}")
         wants_progress = meta is not None and any(
@@ -172,12 +253,22 @@ class Downstream:
             server, tool = target
         config = self.gateway.server_config(server)
         refusal = call_refusal(self.broker, None, server, tool, config)
+        if refusal is None and name == CALL_TOOL:
+            refusal = self._schema_problem(server, tool, arguments)
         if refusal is not None:
             return _json(error_result(f"{name}: {refusal}"))
         try:
             return await self.gateway.call_tool_json(server, tool, arguments)
         except GatewayError as exc:
             return _json(error_result(str(exc)))
+
+    def _schema_problem(self, server: str, tool: str, arguments: dict[str, Any]) -> str | None:
+        """What is wrong with ``arguments`` for the tool's input schema (None: nothing, or the
+        tool is not known yet and its server answers for itself)."""
+        item = self.broker.catalog.get(ItemRef("tool", tool, server))
+        if not isinstance(item, Tool):
+            return None
+        return schema_problem(server, tool, item.input_schema, arguments)
 
     async def _forward(
         self, server: str, tool: str, arguments: dict[str, Any], session: ServerSession | None

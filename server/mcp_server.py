@@ -15,13 +15,16 @@ from mcp.server.subscriptions import ListenHandler
 from contextcore.assembly_model import AssemblyModelSpec
 from contextcore.broker import ContextBroker
 from contextcore.config import HistoryConfig
+from contextcore.context_text import NoTools
 from contextcore.history_service import HistoryService
+from contextcore.items import ItemRef
 from tools.analytics import GET_USAGE_STATS
 from tools.assembly import ASSEMBLY_TOOLS
 from tools.history import HISTORY_TOOLS
 from tools.surface import CONTEXT_TOOLS, ToolSpec
 
 from .downstream import Downstream
+from .prompts import CONTEXT_PROMPT, ContextPrompt
 from .resources import ResourceReader, resource_templates
 from .summarizers import SummarizerFactory
 from .tool_calls import ToolRunner
@@ -32,13 +35,27 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 SERVER_NAME = "context-broker"
+# Tools whose answer depends on the downstream tools being in the catalog: early calls wait
+# for the first gathering of downstream servers (bounded by the startup budget).
+_NEEDS_DOWNSTREAM_TOOLS = frozenset(
+    {
+        "create_session",
+        "build_request_context",
+        "search_context_items",
+        "get_context_items",
+        "list_catalog",
+        "list_session_context",
+    }
+)
 TOOLS = (*CONTEXT_TOOLS, *HISTORY_TOOLS, *ASSEMBLY_TOOLS, GET_USAGE_STATS)
 INSTRUCTIONS = (
     "Call create_session once per conversation and keep its session_id. Before answering each "
-    "user message, call build_request_context(session_id, message) and use the rules, "
-    "references and tools it returns. list_turns and get_request_context show later what was "
-    "used for any turn and why. To let the broker keep the conversation within budget, send "
-    "each exchange with append_messages and ask get_history for the window to send."
+    "user message, call build_request_context(session_id, message): its text holds the rules "
+    "to follow, the references to use and the tools to call (with their input schemas); call "
+    "those tools by the name shown or through call_tool. list_turns and get_request_context "
+    "show later what was used for any turn and why. To let the broker keep the conversation "
+    "within budget, send each exchange with append_messages and ask get_history for the "
+    "window to send."
 )
 
 
@@ -70,9 +87,18 @@ def build_server(
     history = history or HistoryService(broker, HistoryConfig())
     if downstream is not None and downstream.history is None:
         downstream.history = history
-    runner = ToolRunner(broker, TOOLS, history=history, summarizers=summarizers, models=models)
+    directory = downstream.directory if downstream is not None else NoTools()
+    runner = ToolRunner(
+        broker,
+        TOOLS,
+        history=history,
+        summarizers=summarizers,
+        models=models,
+        directory=directory,
+    )
     reader = ResourceReader(broker)
     tool_list = list_tools(TOOLS)
+    prompt = ContextPrompt(broker, directory, runner.run_locked)
 
     async def on_list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -80,14 +106,19 @@ def build_server(
         if downstream is None:
             return types.ListToolsResult(tools=tool_list)
         downstream.remember(ctx.session)
-        return types.ListToolsResult(tools=[*tool_list, *await downstream.tools()])
+        return types.ListToolsResult(tools=[*tool_list, *await downstream.tools(ctx.session)])
 
     async def on_call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         spec = runner.specs.get(params.name)
         if spec is not None:
-            return await runner.call(spec, params.arguments or {}, ctx)
+            if downstream is not None and spec.name in _NEEDS_DOWNSTREAM_TOOLS:
+                await downstream.startup()
+            result = await runner.call(spec, params.arguments or {}, ctx)
+            if downstream is not None and spec.name == "build_request_context":
+                await downstream.context_built(ctx.session, _tool_refs(result))
+            return result
         if downstream is not None and downstream.handles(params.name):
             return await downstream.call(
                 params.name, params.arguments or {}, ctx.session, params.meta
@@ -130,7 +161,8 @@ def build_server(
         on_list_resources=on_list_resources,
         on_list_resource_templates=on_list_templates,
         on_read_resource=on_read_resource,
-        **(_downstream_handlers(downstream) if downstream is not None else {}),
+        **_prompt_handlers(prompt, downstream),
+        **({"on_subscriptions_listen": ListenHandler(downstream.bus)} if downstream else {}),
     )
     _add_logging(server)
     if downstream is not None:
@@ -153,24 +185,39 @@ async def _downstream_call(awaitable: Awaitable[T]) -> T:
         raise MCPError(types.INVALID_PARAMS, str(exc)) from None
 
 
-def _downstream_handlers(downstream: Downstream) -> dict[str, Any]:
-    """Prompt handlers and the 2026-era ``subscriptions/listen`` stream."""
+def _tool_refs(result: types.CallToolResult) -> list[ItemRef]:
+    """The tools of a ``build_request_context`` result (none for an error)."""
+    if result.is_error or not isinstance(result.structured_content, dict):
+        return []
+    return [
+        ItemRef("tool", row["name"], row["server"])
+        for row in result.structured_content.get("items", [])
+        if row.get("type") == "tool" and row.get("server")
+    ]
+
+
+def _prompt_handlers(prompt: ContextPrompt, downstream: Downstream | None) -> dict[str, Any]:
+    """The broker's ``context`` prompt, then the downstream servers' prompts."""
 
     async def on_list_prompts(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
-        return types.ListPromptsResult(prompts=await downstream.gateway.list_prompts())
+        extra = await downstream.gateway.list_prompts() if downstream is not None else []
+        return types.ListPromptsResult(prompts=[CONTEXT_PROMPT, *extra])
 
     async def on_get_prompt(
         ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
     ) -> types.GetPromptResult:
+        if params.name == CONTEXT_PROMPT.name:
+            return await prompt.get(params.arguments)
+        if downstream is None:
+            raise MCPError(
+                types.INVALID_PARAMS,
+                f"unknown prompt {params.name[:100]!r}; this server has: {CONTEXT_PROMPT.name}",
+            )
         return await _downstream_call(downstream.gateway.get_prompt(params.name, params.arguments))
 
-    return {
-        "on_list_prompts": on_list_prompts,
-        "on_get_prompt": on_get_prompt,
-        "on_subscriptions_listen": ListenHandler(downstream.bus),
-    }
+    return {"on_list_prompts": on_list_prompts, "on_get_prompt": on_get_prompt}
 
 
 def _add_logging(server: Server[Any]) -> None:

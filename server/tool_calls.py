@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 import anyio.to_thread
 from mcp import types
@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from contextcore.assembly_model import AssemblyModelSpec
 from contextcore.broker import ContextBroker
+from contextcore.context_text import NoTools, ToolDirectory
 from contextcore.errors import ContextCoreError
 from contextcore.history_service import HistoryService
 from tools._spec import ToolContext
@@ -25,6 +26,7 @@ from .summarizers import SummarizerFactory, sampler_for
 __all__ = ["ToolRunner", "describe_validation_error"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _MAX_ERROR_CHARS = 2000
 _MAX_VALUE_CHARS = 80
@@ -79,8 +81,10 @@ class ToolRunner:
         history: HistoryService | None = None,
         summarizers: SummarizerFactory | None = None,
         models: Mapping[str, AssemblyModelSpec] | None = None,
+        directory: ToolDirectory | None = None,
     ) -> None:
         self.broker = broker
+        self.directory: ToolDirectory = directory or NoTools()
         self.models = dict(models or {})
         self.specs = {s.name: s for s in specs}
         self.history = history
@@ -97,7 +101,7 @@ class ToolRunner:
         chain = None
         if self.summarizers is not None:
             chain = self.summarizers.chain(sampler_for(ctx))
-        return ToolContext(self.broker, self.history, chain, self.models)
+        return ToolContext(self.broker, self.history, chain, self.models, self.directory)
 
     def _work(self, spec: ToolSpec, target: Any, args: BaseModel) -> BaseModel:  # type: ignore[type-arg]
         if spec.uses_search:
@@ -106,6 +110,16 @@ class ToolRunner:
                 return out
         out = spec.run(target, args)
         return out
+
+    async def run_locked(self, fn: Callable[[], T]) -> T:
+        """Run a blocking domain call that may search, off the event loop and never at the
+        same time as another search."""
+
+        def work() -> T:
+            with self._search_lock:
+                return fn()
+
+        return await anyio.to_thread.run_sync(work)
 
     async def call(
         self,

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict
 
 from contextcore.assembly_model import AssemblyModelSpec
 from contextcore.broker import ContextBroker
+from contextcore.context_text import NoTools, ToolDirectory
 from contextcore.history import SummarizerChain
 from contextcore.history_service import HistoryService
 
@@ -38,12 +39,13 @@ class ToolContext:
     """What a tool with ``takes_context`` receives instead of the bare broker: the shared
     services and, per call, the summarizer chain the server built for this request (LLM API,
     MCP sampling when the calling client offers it, extractive), and the assembly models
-    the config names (``[models.<name>]``)."""
+    the config names (``[models.<name>]``), and how the host can call downstream tools."""
 
     broker: ContextBroker
     history: HistoryService
     summarizer: SummarizerChain | None = None
     models: Mapping[str, AssemblyModelSpec] = field(default_factory=dict)
+    tools: ToolDirectory = field(default_factory=NoTools)
 
 
 @dataclass(frozen=True)

@@ -1,17 +1,22 @@
-"""Catalog tools: search_context_items, list_catalog."""
+"""Catalog tools: search_context_items, get_context_items, list_catalog."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
 from contextcore.broker import ContextBroker
+from contextcore.context_text import ToolDirectory, item_block
+from contextcore.errors import CatalogError
+from contextcore.items import ContextItem, ItemRef, Tool
 
 from ._models import ItemType, item_line
-from ._spec import Args, Out, ToolSpec
+from ._spec import Args, Out, ToolContext, ToolSpec
 
-__all__ = ["LIST_CATALOG", "SEARCH_CONTEXT_ITEMS"]
+__all__ = ["GET_CONTEXT_ITEMS", "LIST_CATALOG", "SEARCH_CONTEXT_ITEMS"]
+
+_MAX_KEYS = 50
 
 _TYPES = Field(None, description="Only these item types (default: all).")
 
@@ -22,8 +27,31 @@ class SearchArgs(Args):
     top_k: int | None = Field(None, ge=1, description="Chunk matches considered.")
     top_n: int | None = Field(None, ge=1, description="Items returned at most.")
     include_score: float | None = Field(
-        None, ge=0.0, le=1.0, description="Items at or above this similarity are always returned."
+        None, ge=0.0, le=1.0, description="Items at or above this score are always returned."
     )
+    min_score: float | None = Field(
+        None, ge=0.0, le=1.0, description="Items scoring below this are left out."
+    )
+    detail: Literal["names", "full"] = Field(
+        "names",
+        description="names: keys and scores; full: also descriptions, rule and reference "
+        "texts, and tools' names to call and input schemas.",
+    )
+
+
+class ItemDefinitionOut(Out):
+    """An item's full definition, as a model needs it."""
+
+    key: str
+    type: ItemType
+    name: str
+    server: str | None
+    include_mode: Literal["always", "manual", "agent"]
+    description: str
+    priority: int
+    text: str | None = None
+    input_schema: dict[str, Any] | None = None
+    call_name: str | None = None
 
 
 class SearchHitOut(Out):
@@ -32,12 +60,27 @@ class SearchHitOut(Out):
     name: str
     server: str | None
     similarity_score: float
+    definition: ItemDefinitionOut | None = None
 
 
 class SearchOut(Out):
     items: list[SearchHitOut]
     search_mode: str
     warnings: list[str]
+    text: str
+
+
+class GetItemsArgs(Args):
+    keys: list[str] = Field(
+        min_length=1,
+        max_length=_MAX_KEYS,
+        description="Item keys: 'rule:<name>', 'reference:<name>', 'tool:<server>/<tool>'.",
+    )
+
+
+class ItemsOut(Out):
+    items: list[ItemDefinitionOut]
+    text: str
 
 
 class CatalogArgs(Args):
@@ -52,38 +95,104 @@ class CatalogItemOut(Out):
     include_mode: Literal["always", "manual", "agent"]
     description: str
     enabled: bool
+    input_schema: dict[str, Any] | None = None
 
 
 class CatalogOut(Out):
     items: list[CatalogItemOut]
 
 
-def _search(broker: ContextBroker, args: SearchArgs) -> SearchOut:
+def definition(item: ContextItem, directory: ToolDirectory) -> ItemDefinitionOut:
+    """The full definition of a catalog item."""
+    ref = item.ref
+    return ItemDefinitionOut(
+        key=ref.key,
+        type=ref.type,
+        name=ref.name,
+        server=ref.server,
+        include_mode=item.effective_include,
+        description=item.description,
+        priority=item.priority,
+        text=None if isinstance(item, Tool) else item.text,
+        input_schema=dict(item.input_schema) if isinstance(item, Tool) else None,
+        call_name=directory.exposed_name(ref) if isinstance(item, Tool) else None,
+    )
+
+
+def _search(ctx: ToolContext, args: SearchArgs) -> SearchOut:
+    broker = ctx.broker
     result = broker.search.search(
         args.query,
         types=args.types,
         top_k=args.top_k,
         top_n=args.top_n,
         include_score=args.include_score,
+        min_score=args.min_score,
     )
-    hits = [
-        SearchHitOut(
-            key=h.ref.key,
-            type=h.ref.type,
-            name=h.ref.name,
-            server=h.ref.server,
-            similarity_score=round(h.similarity_score, 4),
+    hits: list[SearchHitOut] = []
+    lines = [f"{len(result.hits)} item(s) found ({result.mode} search), best first"]
+    for h in result.hits:
+        item = broker.lookup(h.ref)
+        score = round(h.similarity_score, 4)
+        full = args.detail == "full" and item is not None
+        hits.append(
+            SearchHitOut(
+                key=h.ref.key,
+                type=h.ref.type,
+                name=h.ref.name,
+                server=h.ref.server,
+                similarity_score=score,
+                definition=definition(item, ctx.tools) if full and item else None,
+            )
         )
-        for h in result.hits
-    ]
-    return SearchOut(items=hits, search_mode=result.mode, warnings=list(result.warnings))
+        if full:
+            lines.append(item_block(h.ref, item, ctx.tools, f"{h.ref.key}, score {score:.2f}"))
+        else:
+            lines.append(f"- {h.ref.key} ({score:.2f})")
+    if args.detail == "names" and result.hits:
+        lines.append("Full definitions: get_context_items(keys=[...]) or detail='full'.")
+    lines += [f"warning: {w}" for w in result.warnings]
+    text = "\n".join(lines) if args.detail == "names" else "\n\n".join(lines)
+    return SearchOut(items=hits, search_mode=result.mode, warnings=list(result.warnings), text=text)
 
 
 def _search_text(out: SearchOut) -> str:
-    lines = [f"{len(out.items)} item(s) found ({out.search_mode} search)"]
-    lines += [f"- {h.key} ({h.similarity_score:.2f})" for h in out.items]
-    lines += [f"warning: {w}" for w in out.warnings]
-    return "\n".join(lines)
+    return out.text
+
+
+def _get_items(ctx: ToolContext, args: GetItemsArgs) -> ItemsOut:
+    refs: list[ItemRef] = []
+    unknown: list[str] = []
+    for key in dict.fromkeys(args.keys):
+        try:
+            ref = ItemRef.parse(key)
+        except CatalogError:
+            unknown.append(key)
+            continue
+        if ref in ctx.broker.catalog:
+            refs.append(ref)
+        else:
+            unknown.append(key)
+    if unknown:
+        raise CatalogError(
+            "unknown item key(s): "
+            + ", ".join(repr(k)[:120] for k in unknown)
+            + "; keys look like 'rule:<name>', 'reference:<name>' or 'tool:<server>/<tool>' "
+            "(search_context_items and list_catalog show them)",
+            field="keys",
+        )
+    items = [ctx.broker.catalog.require(ref) for ref in refs]
+    blocks = [item_block(i.ref, i, ctx.tools, f"{i.ref.key}, {i.effective_include}") for i in items]
+    if any(isinstance(i, Tool) for i in items):
+        blocks.append(
+            "Call a tool by the name shown when your tool list has it; otherwise call "
+            "`call_tool` with `server`, `tool` and `arguments` matching its input schema."
+        )
+    return ItemsOut(items=[definition(i, ctx.tools) for i in items], text="\n\n".join(blocks))
+
+
+def _items_text(out: ItemsOut) -> str:
+    return out.text
 
 
 def catalog_rows(broker: ContextBroker, types: list[ItemType] | None = None) -> CatalogOut:
@@ -97,10 +206,15 @@ def catalog_rows(broker: ContextBroker, types: list[ItemType] | None = None) -> 
             include_mode=e.include,
             description=e.description,
             enabled=e.enabled,
+            input_schema=_schema(broker.catalog.get(e.ref)),
         )
         for e in broker.catalog.entries(types)
     ]
     return CatalogOut(items=rows)
+
+
+def _schema(item: ContextItem | None) -> dict[str, Any] | None:
+    return dict(item.input_schema) if isinstance(item, Tool) else None
 
 
 def _catalog(broker: ContextBroker, args: CatalogArgs) -> CatalogOut:
@@ -118,13 +232,27 @@ def _catalog_text(out: CatalogOut) -> str:
 SEARCH_CONTEXT_ITEMS = ToolSpec(
     "search_context_items",
     "Search the catalog's enabled rules, references and tools by meaning and keywords; "
-    "returns the best items with their similarity_score, the search mode used and warnings.",
+    "returns the best items, best first, with their score, the search mode used and warnings. "
+    "detail='full' adds descriptions, rule and reference texts and tools' input schemas.",
     SearchArgs,
     SearchOut,
     _search,
     _search_text,
     uses_search=True,
     read_only=True,
+    takes_context=True,
+)
+GET_CONTEXT_ITEMS = ToolSpec(
+    "get_context_items",
+    "The full definitions of named catalog items: each rule's and reference's text, each "
+    "tool's name to call and input schema. Use it for items a request context or a search "
+    "named without their text.",
+    GetItemsArgs,
+    ItemsOut,
+    _get_items,
+    _items_text,
+    read_only=True,
+    takes_context=True,
 )
 LIST_CATALOG = ToolSpec(
     "list_catalog",

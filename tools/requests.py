@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from contextcore.broker import ContextBroker
+from contextcore.context_text import Detail, render_context
+from contextcore.presets import PresetName
 from contextcore.render import summary_line
 from contextcore.sessions import RequestContext
 
-from ._models import RequestItemOut, item_line, request_items
-from ._spec import Args, Out, ToolSpec
+from ._models import RequestItemOut, request_items
+from ._spec import Args, Out, ToolContext, ToolSpec
 
 __all__ = ["BUILD_REQUEST_CONTEXT", "GET_REQUEST_CONTEXT", "LIST_TURNS"]
 
@@ -22,9 +26,28 @@ class BuildArgs(Args):
     top_k: int | None = Field(None, ge=1, description="Chunk matches considered.")
     top_n: int | None = Field(None, ge=1, description="Agent items returned at most.")
     include_score: float | None = Field(
-        None, ge=0.0, le=1.0, description="Agent items at or above this similarity always count."
+        None, ge=0.0, le=1.0, description="Agent items at or above this score always count."
+    )
+    preset: PresetName | None = Field(
+        None,
+        description="Search preset for this request: conservative (fewer, surer items), "
+        "normal, aggressive (more items). Default: the session's, else the config's.",
+    )
+    min_score: float | None = Field(
+        None, ge=0.0, le=1.0, description="Rules and references scoring below this are left out."
+    )
+    min_score_tools: float | None = Field(
+        None, ge=0.0, le=1.0, description="Tools scoring below this are left out."
     )
     include_messages: bool = Field(False, description="Also return the assembled LLM messages.")
+    detail: Literal["full", "names"] = Field(
+        "full",
+        description="full: the text carries each rule's and reference's text and each tool's "
+        "input schema; names: only names, modes and scores (fetch texts with get_context_items).",
+    )
+    max_context_tokens: int | None = Field(
+        None, ge=100, description="Budget of the text in tokens (default from the config)."
+    )
 
 
 class Message(Out):
@@ -40,12 +63,23 @@ class RequestContextOut(Out):
     summary: str
     search_mode: str | None
     warnings: list[str]
+    preset: str | None
+    parameters: dict[str, float | int | str] | None
+    text: str
+    text_tokens: int
+    omitted: list[str]
     messages: list[Message] | None = None
 
 
 class RequestArgs(Args):
     session_id: str = Field(description="A session id returned by create_session.")
     request_id: str = Field(description="A request id from build_request_context or list_turns.")
+    detail: Literal["full", "names"] = Field(
+        "full", description="full: texts and input schemas in the text; names: names only."
+    )
+    max_context_tokens: int | None = Field(
+        None, ge=100, description="Budget of the text in tokens (default from the config)."
+    )
 
 
 class RecordedRequestOut(RequestContextOut):
@@ -69,7 +103,12 @@ class TurnsOut(Out):
     turns: list[TurnOut]
 
 
-def _fields(context: RequestContext) -> dict[str, object]:
+def _fields(
+    ctx: ToolContext, context: RequestContext, detail: Detail, max_tokens: int | None
+) -> dict[str, object]:
+    broker = ctx.broker
+    budget = max_tokens or broker.search.settings.max_context_tokens
+    rendered = render_context(context, broker.lookup, ctx.tools, max_tokens=budget, detail=detail)
     return {
         "request_id": context.request_id,
         "session_id": context.session_id,
@@ -78,6 +117,11 @@ def _fields(context: RequestContext) -> dict[str, object]:
         "summary": summary_line(context.items),
         "search_mode": context.search_mode,
         "warnings": list(context.warnings),
+        "preset": context.preset,
+        "parameters": context.parameters,
+        "text": rendered.text,
+        "text_tokens": rendered.tokens,
+        "omitted": [row.ref.key for row in rendered.omitted],
     }
 
 
@@ -85,35 +129,32 @@ def _messages(broker: ContextBroker, context: RequestContext) -> list[Message]:
     return [Message(**m) for m in broker.messages_for(context)]
 
 
-def _build(broker: ContextBroker, args: BuildArgs) -> RequestContextOut:
-    context = broker.build_request_context(
+def _build(ctx: ToolContext, args: BuildArgs) -> RequestContextOut:
+    context = ctx.broker.build_request_context(
         args.session_id,
         args.message,
         top_k=args.top_k,
         top_n=args.top_n,
         include_score=args.include_score,
+        preset=args.preset,
+        min_score=args.min_score,
+        min_score_tools=args.min_score_tools,
     )
-    messages = _messages(broker, context) if args.include_messages else None
-    return RequestContextOut(**_fields(context), messages=messages)
+    messages = _messages(ctx.broker, context) if args.include_messages else None
+    fields = _fields(ctx, context, args.detail, args.max_context_tokens)
+    return RequestContextOut(**fields, messages=messages)
 
 
 def _text(out: RequestContextOut) -> str:
-    lines = [f"Request {out.request_id} ({out.timestamp}): {out.summary}"]
-    lines += [
-        item_line(i.type, i.name, i.server, i.include_mode, i.similarity_score) for i in out.items
-    ]
-    lines += [f"warning: {w}" for w in out.warnings]
-    if out.messages is not None:
-        lines.append(f"{len(out.messages)} message(s) assembled (see structured content).")
-    return "\n".join(lines)
+    return out.text
 
 
-def _get(broker: ContextBroker, args: RequestArgs) -> RecordedRequestOut:
-    context = broker.request(args.session_id, args.request_id)
+def _get(ctx: ToolContext, args: RequestArgs) -> RecordedRequestOut:
+    context = ctx.broker.request(args.session_id, args.request_id)
     return RecordedRequestOut(
-        **_fields(context),
+        **_fields(ctx, context, args.detail, args.max_context_tokens),
         message=context.message,
-        messages=_messages(broker, context),
+        messages=_messages(ctx.broker, context),
     )
 
 
@@ -144,24 +185,27 @@ def _turns_text(out: TurnsOut) -> str:
 
 BUILD_REQUEST_CONTEXT = ToolSpec(
     "build_request_context",
-    "Choose the context for one request: the session's items plus the agent items whose "
-    "content matches the message. Recorded in the session's turn log; returns request_id, "
-    "items with include_mode and similarity_score, and optionally the assembled messages.",
+    "Choose the context for one user message and return it to read: the text of every rule "
+    "and reference to follow, and every tool to use with the exact name to call and its input "
+    "schema (within a token budget; what does not fit is named with how to fetch it). "
+    "Call it before answering each user message. Recorded in the session's turn log.",
     BuildArgs,
     RequestContextOut,
     _build,
     _text,
     uses_search=True,
+    takes_context=True,
 )
 GET_REQUEST_CONTEXT = ToolSpec(
     "get_request_context",
-    "A recorded request context: which items were used for that turn and why, with the "
-    "message and the LLM messages rebuilt from it.",
+    "A recorded request context: the rules, references and tools used for that turn and "
+    "why, as text to read, with the message and the LLM messages rebuilt from it.",
     RequestArgs,
     RecordedRequestOut,
     _get,
     _text,
     read_only=True,
+    takes_context=True,
 )
 LIST_TURNS = ToolSpec(
     "list_turns",

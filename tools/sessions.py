@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pydantic import Field
 
 from contextcore.broker import ContextBroker
+from contextcore.presets import PresetName
 from contextcore.sessions import Session
 
 from ._models import ItemType, SessionItemOut, item_line, session_items
@@ -19,12 +20,18 @@ _SESSION_ID = Field(description="A session id returned by create_session.")
 
 class CreateSessionArgs(Args):
     agent: str | None = Field(None, description="Optional name of the agent using the session.")
+    preset: PresetName | None = Field(
+        None,
+        description="The session's search preset: conservative, normal or aggressive "
+        "(default: the config's).",
+    )
 
 
 class SessionContextOut(Out):
     session_id: str
     agent: str | None
     items: list[SessionItemOut]
+    preset: str | None = None
 
 
 class SessionIdArgs(Args):
@@ -44,7 +51,10 @@ class ItemChangeOut(SessionContextOut):
 
 def _context(session: Session) -> SessionContextOut:
     return SessionContextOut(
-        session_id=session.session_id, agent=session.agent, items=session_items(session)
+        session_id=session.session_id,
+        agent=session.agent,
+        items=session_items(session),
+        preset=session.preset,
     )
 
 
@@ -53,7 +63,7 @@ def _lines(items: list[SessionItemOut]) -> list[str]:
 
 
 def _create(broker: ContextBroker, args: CreateSessionArgs) -> SessionContextOut:
-    return _context(broker.create_session(args.agent))
+    return _context(broker.create_session(args.agent, args.preset))
 
 
 def _created_text(out: SessionContextOut) -> str:

@@ -123,13 +123,22 @@ class Gateway:
         await self._tg.__aexit__(None, None, None)
         self._tg = None
 
-    async def wait_ready(self) -> None:
+    async def wait_ready(self, budget: float | None = None) -> list[str]:
         """Wait until every enabled server connected or failed its first attempt; never longer
-        than the slowest server's own timeout (a hung handshake counts as failed)."""
+        than the slowest server's own timeout (a hung handshake counts as failed), nor than
+        ``budget`` seconds after the gateway started. Returns the servers still starting."""
         for server in self._servers.values():
-            remaining = server.started_at + server.config.timeout - anyio.current_time()
+            limit = server.config.timeout if budget is None else min(budget, server.config.timeout)
+            remaining = server.started_at + limit - anyio.current_time()
+            if server.first_attempt_done.is_set() or (budget is not None and remaining <= 0):
+                continue
             with anyio.move_on_after(max(0.0, remaining) + 0.05):
                 await server.first_attempt_done.wait()
+        return self.starting()
+
+    def starting(self) -> list[str]:
+        """Enabled servers whose first connection attempt has not finished yet."""
+        return [s.name for s in self._servers.values() if not s.first_attempt_done.is_set()]
 
     async def wait_until(self, predicate: Callable[[], bool]) -> None:
         """Wait until ``predicate()`` holds; re-checked after every status or tool change.
@@ -197,6 +206,10 @@ class Gateway:
                     self.catalog.replace_server_tools(name, self._tool_items(state, state.tools))
         self._notify_exposed()
         return sorted(later)
+
+    def exposed_name(self, server: str, tool: str) -> str | None:
+        """The name a downstream tool is called by directly (``<server>__<tool>``), if known."""
+        return self._names.get((server, tool))
 
     def resolve(self, exposed_name: str) -> tuple[str, str] | None:
         """``(server, original tool name)`` of an exposed name, or None."""

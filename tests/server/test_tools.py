@@ -23,6 +23,7 @@ TOOLS = {
     "remove_context_item",
     "build_request_context",
     "search_context_items",
+    "get_context_items",
     "get_request_context",
     "list_turns",
     "list_catalog",

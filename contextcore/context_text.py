@@ -1,0 +1,216 @@
+"""The request context as text a model reads: rule and reference texts, and each tool with
+the name to call it by and its input schema, in the design's order, within a token budget.
+
+Hosts whose own model is the agent show it only the text content of tool results, so this
+text is the request context as far as the model is concerned. What does not fit the budget
+is named with how to fetch it (``get_context_items``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from .items import ContextItem, ItemRef, Tool
+from .render import sort_items, summary_line
+from .sessions import RequestContext, RequestItem
+
+__all__ = [
+    "Detail",
+    "NoTools",
+    "RenderedContext",
+    "ToolDirectory",
+    "estimate_tokens",
+    "item_block",
+    "item_heading",
+    "render_context",
+    "schema_text",
+]
+
+Detail = Literal["full", "names"]
+Lookup = Callable[[ItemRef], ContextItem | None]
+
+_OMITTED_LINE_TOKENS = 30
+_TITLES = (("rule", "Rules"), ("reference", "References"), ("tool", "Tools"))
+CALL_HINT = (
+    "Call a tool by the name shown when your tool list has it; otherwise call `call_tool` "
+    "with `server`, `tool` and `arguments` that match its input schema (add `session_id` to "
+    "record the call in this session)."
+)
+
+
+class ToolDirectory(Protocol):
+    """How the host can call downstream tools."""
+
+    def exposed_name(self, ref: ItemRef) -> str | None:
+        """The ``<server>__<tool>`` name the tool is called by directly, or None when no
+        configured server offers it."""
+
+    def listed(self, ref: ItemRef) -> bool:
+        """Whether every host's tool list already carries the tool (``always`` tools)."""
+
+
+class NoTools:
+    """A directory for a broker without downstream servers: no tool is callable."""
+
+    def exposed_name(self, ref: ItemRef) -> str | None:
+        return None
+
+    def listed(self, ref: ItemRef) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class RenderedContext:
+    """The text, its estimated size, and the items left out for the budget."""
+
+    text: str
+    tokens: int
+    omitted: tuple[RequestItem, ...]
+
+
+def estimate_tokens(text: str) -> int:
+    """Tokens of ``text`` as the broker estimates them everywhere: one per four characters."""
+    return math.ceil(len(text) / 4)
+
+
+def schema_text(schema: object) -> str:
+    """An input schema as compact JSON."""
+    return json.dumps(schema, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
+
+
+def _mode(row: RequestItem) -> str:
+    if row.similarity_score is None:
+        return row.include_mode
+    return f"{row.include_mode}, score {row.similarity_score:.2f}"
+
+
+def item_heading(ref: ItemRef, item: ContextItem | None, directory: ToolDirectory) -> str:
+    """``010 sql-migrations`` for rules and references (priority as three digits);
+    ``time__get_current_time (server time, tool get_current_time)`` for tools."""
+    if ref.type != "tool":
+        priority = item.priority if item is not None else 0
+        return f"{priority:03d} {ref.name}"
+    name = directory.exposed_name(ref)
+    origin = f"server {ref.server}, tool {ref.name}"
+    if name is None:
+        return f"{ref.server}/{ref.name} ({origin}; no connected server offers it)"
+    return f"{name} ({origin})"
+
+
+def item_block(
+    ref: ItemRef, item: ContextItem | None, directory: ToolDirectory, mode: str | None = None
+) -> str:
+    """The full definition of one item: heading, description, text or input schema."""
+    head = f"### {item_heading(ref, item, directory)}" + (f" — {mode}" if mode else "")
+    if item is None:
+        return f"{head}\n(no longer in the catalog)"
+    lines = [head]
+    if item.description:
+        lines.append(item.description.strip())
+    if isinstance(item, Tool):
+        lines.append(f"Input schema: {schema_text(item.input_schema or {'type': 'object'})}")
+    elif item.text.strip():
+        lines.append(item.text.strip())
+    return "\n".join(lines)
+
+
+def _header(context: RequestContext) -> list[str]:
+    preset = context.preset
+    lines = [
+        "# Context for this request",
+        f"Request {context.request_id} · {summary_line(context.items)}"
+        + (f" · preset {preset}" if preset else ""),
+    ]
+    if not context.items:
+        lines.append("No rules, references or tools were selected for this message.")
+    return lines
+
+
+def _name_line(row: RequestItem, item: ContextItem | None, directory: ToolDirectory) -> str:
+    return f"- {item_heading(row.ref, item, directory)} — {_mode(row)}"
+
+
+def _omitted_line(row: RequestItem, tokens: int) -> str:
+    return (
+        f"- {row.ref.key} ({_mode(row)}, about {tokens:,} tokens): "
+        f'get_context_items(keys=["{row.ref.key}"])'
+    )
+
+
+def render_context(
+    context: RequestContext,
+    lookup: Lookup,
+    directory: ToolDirectory,
+    *,
+    max_tokens: int,
+    detail: Detail = "full",
+) -> RenderedContext:
+    """The request context as model-readable text of at most ``max_tokens`` (estimated).
+
+    Rules and references by priority then name, tools by server then name. With ``detail``
+    ``"names"`` only each item's heading and mode is given. Tools the host already lists are
+    named, not repeated. Items that do not fit are named under "Not included" with how to
+    fetch them; the header, warnings and that list always fit, whatever the budget.
+    """
+    ordered = sort_items(context.items, lookup)
+    fixed = _header(context)
+    warnings = [f"- {w}" for w in context.warnings]
+    listed: list[str] = []
+    blocks: list[tuple[RequestItem, str, int]] = []
+    for row in ordered:
+        item = lookup(row.ref)
+        if row.ref.type == "tool" and directory.listed(row.ref):
+            listed.append(f"`{directory.exposed_name(row.ref)}` ({_mode(row)})")
+        elif detail == "names":
+            blocks.append((row, _name_line(row, item, directory), 0))
+        else:
+            block = item_block(row.ref, item, directory, _mode(row))
+            blocks.append((row, block, estimate_tokens(block) + 1))
+    budget = max_tokens - estimate_tokens("\n".join(fixed + warnings + listed)) - 60
+    kept: list[tuple[RequestItem, str, int]] = []
+    omitted: list[tuple[RequestItem, int]] = []
+    for row, block, cost in blocks:
+        if cost and cost + _OMITTED_LINE_TOKENS > budget:
+            omitted.append((row, cost))
+            budget -= _OMITTED_LINE_TOKENS
+        else:
+            kept.append((row, block, cost))
+            budget -= cost
+    while True:
+        text = _assemble(fixed, kept, listed, omitted, warnings, max_tokens)
+        if estimate_tokens(text) <= max_tokens or not any(cost for _, _, cost in kept):
+            break
+        row, _, cost = next(entry for entry in reversed(kept) if entry[2])
+        kept = [entry for entry in kept if entry[0] is not row]
+        omitted.append((row, cost))
+    return RenderedContext(text, estimate_tokens(text), tuple(row for row, _ in omitted))
+
+
+def _assemble(
+    fixed: list[str],
+    kept: Sequence[tuple[RequestItem, str, int]],
+    listed: Sequence[str],
+    omitted: Sequence[tuple[RequestItem, int]],
+    warnings: Sequence[str],
+    max_tokens: int,
+) -> str:
+    parts = ["\n".join(fixed)]
+    for kind, title in _TITLES:
+        blocks = [block for row, block, _ in kept if row.ref.type == kind]
+        if kind == "tool" and (blocks or listed):
+            intro = [f"## {title}", CALL_HINT]
+            if listed:
+                intro.append("Already in your tool list: " + ", ".join(listed) + ".")
+            parts.append("\n".join(intro) + ("\n\n" + "\n\n".join(blocks) if blocks else ""))
+        elif blocks:
+            parts.append(f"## {title}\n\n" + "\n\n".join(blocks))
+    if omitted:
+        head = f"## Not included (over the {max_tokens:,}-token budget)"
+        parts.append("\n".join([head, *(_omitted_line(row, n) for row, n in omitted)]))
+    if warnings:
+        parts.append("\n".join(["## Warnings", *warnings]))
+    return "\n\n".join(parts)

@@ -1,0 +1,67 @@
+"""Checks a downstream tool call's arguments against the tool's input schema before it is
+forwarded, so a model that built bad arguments learns what is wrong without the call
+reaching the server."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any
+
+import jsonschema
+from jsonschema.exceptions import SchemaError
+from jsonschema.protocols import Validator
+
+__all__ = ["schema_problem"]
+
+log = logging.getLogger(__name__)
+
+_MAX_SCHEMA_CHARS = 1200
+_MAX_PROBLEMS = 3
+
+
+@lru_cache(maxsize=512)
+def _validator(schema_json: str) -> Validator | None:
+    schema = json.loads(schema_json)
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except SchemaError as exc:
+        # A server's broken schema must not make its tool uncallable: its own checks apply.
+        log.warning("input schema cannot be used for checking (%s); forwarding unchecked", exc)
+        return None
+    validator: Validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
+    return validator
+
+
+def _where(path: Any) -> str:
+    parts = [str(p) for p in path]
+    return "arguments" + "".join(f"[{p!r}]" if not p.isdigit() else f"[{p}]" for p in parts)
+
+
+def schema_problem(
+    server: str, tool: str, schema: Mapping[str, Any], arguments: Mapping[str, Any]
+) -> str | None:
+    """None when ``arguments`` satisfy ``schema``; else a message quoting the problems and
+    the schema."""
+    if not schema:
+        return None
+    schema_json = json.dumps(schema, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    validator = _validator(schema_json)
+    if validator is None:
+        return None
+    errors = sorted(validator.iter_errors(dict(arguments)), key=lambda e: list(e.path))
+    if not errors:
+        return None
+    problems = "; ".join(
+        f"{_where(e.absolute_path)}: {e.message[:200]}" for e in errors[:_MAX_PROBLEMS]
+    )
+    if len(errors) > _MAX_PROBLEMS:
+        problems += f"; and {len(errors) - _MAX_PROBLEMS} more"
+    shown = schema_json if len(schema_json) <= _MAX_SCHEMA_CHARS else schema_json[:1199] + "…"
+    return (
+        f"arguments for {server}/{tool} do not match its input schema, so the call was not "
+        f"forwarded: {problems}. Input schema: {shown}"
+    )

@@ -1,0 +1,133 @@
+"""The broker's own MCP prompt, ``context``: the LLM input built from a request context,
+delivered by the protocol's own mechanism (a person picks the prompt in the host and the host
+inserts its messages into the conversation).
+
+MCP prompt messages are ``user`` or ``assistant`` only, so the system messages of the LLM
+input (references, rules, selected tools) arrive as user messages that open with ``System:``;
+the original roles are in the result's ``_meta`` under ``context-broker/roles``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from mcp import MCPError, types
+
+from contextcore.broker import ContextBroker
+from contextcore.context_text import ToolDirectory, item_block
+from contextcore.errors import ContextCoreError
+from contextcore.presets import PRESET_NAMES
+from contextcore.render import sort_items
+from contextcore.sessions import RequestContext
+
+__all__ = ["CONTEXT_PROMPT", "ContextPrompt"]
+
+CONTEXT_PROMPT = types.Prompt(
+    name="context",
+    title="Context for a message",
+    description=(
+        "The rules, references and tools the broker selects for a message, as messages to "
+        "put before it (a fresh session unless session_id is given)."
+    ),
+    arguments=[
+        types.PromptArgument(name="message", description="The user's message.", required=True),
+        types.PromptArgument(
+            name="session_id",
+            description="A session id from create_session (default: a new session).",
+            required=False,
+        ),
+        types.PromptArgument(
+            name="preset",
+            description="Search preset: " + ", ".join(PRESET_NAMES) + ".",
+            required=False,
+        ),
+    ],
+)
+
+RunLocked = Callable[[Callable[[], RequestContext]], Awaitable[RequestContext]]
+
+
+def _text(row: Mapping[str, str]) -> str:
+    return f"System:\n{row['content']}" if row["role"] == "system" else row["content"]
+
+
+class ContextPrompt:
+    """Builds the ``context`` prompt's result from a fresh request context."""
+
+    def __init__(
+        self, broker: ContextBroker, directory: ToolDirectory, run_locked: RunLocked
+    ) -> None:
+        self._broker = broker
+        self._directory = directory
+        self._run_locked = run_locked
+
+    async def get(self, arguments: Mapping[str, str] | None) -> types.GetPromptResult:
+        """The LLM input for ``arguments["message"]``; bad arguments are protocol errors."""
+        args = dict(arguments or {})
+        message = args.get("message")
+        if not isinstance(message, str) or not message.strip():
+            raise MCPError(types.INVALID_PARAMS, "prompt 'context' needs the argument 'message'")
+        unknown = sorted(set(args) - {"message", "session_id", "preset"})
+        if unknown:
+            raise MCPError(
+                types.INVALID_PARAMS,
+                f"prompt 'context' has no argument(s) {', '.join(map(repr, unknown))}; "
+                "it takes message, session_id and preset",
+            )
+
+        def build() -> RequestContext:
+            session_id = args.get("session_id") or self._broker.create_session().session_id
+            return self._broker.build_request_context(
+                session_id, message, preset=args.get("preset") or None
+            )
+
+        try:
+            context = await self._run_locked(build)
+        except ContextCoreError as exc:
+            raise MCPError(types.INVALID_PARAMS, f"prompt 'context': {exc.message}") from None
+        return self._result(context)
+
+    def _result(self, context: RequestContext) -> types.GetPromptResult:
+        rows = self._broker.messages_for(context)
+        tools = self._tools_text(context)
+        if tools:
+            rows.insert(len(rows) - 1, {"role": "system", "content": tools})
+        messages = [
+            types.PromptMessage(
+                role="user",
+                content=types.TextContent(
+                    type="text",
+                    text=f"System:\n{row['content']}"
+                    if row["role"] == "system"
+                    else row["content"],
+                ),
+            )
+            for row in rows
+        ]
+        meta: dict[str, Any] = {
+            "context-broker/roles": [row["role"] for row in rows],
+            "context-broker/session_id": context.session_id,
+            "context-broker/request_id": context.request_id,
+        }
+        return types.GetPromptResult(
+            description=f"Context for the message (session {context.session_id}, request "
+            f"{context.request_id})",
+            messages=messages,
+            _meta=meta,
+        )
+
+    def _tools_text(self, context: RequestContext) -> str:
+        blocks = []
+        for row in sort_items(context.items, self._broker.lookup):
+            if row.ref.type != "tool" or self._directory.listed(row.ref):
+                continue
+            item = self._broker.lookup(row.ref)
+            blocks.append(item_block(row.ref, item, self._directory, row.include_mode))
+        if not blocks:
+            return ""
+        head = (
+            "# Tools\nCall these through `call_tool` with `server`, `tool` and `arguments` "
+            "matching the input schema, or by the name shown when your tool list has it."
+        )
+        return "\n\n".join([head, *blocks])
