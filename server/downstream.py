@@ -196,6 +196,7 @@ class Downstream:
         call) records the call and its result in that session's history."""
         if name == LIST_SERVERS:
             return self._list_servers()
+        await self.startup()
         if name == CALL_TOOL:
             try:
                 args = CallToolArgs.model_validate(arguments)
@@ -239,6 +240,7 @@ class Downstream:
     async def call_json(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """A plain forward (see :meth:`forwards_plainly`) without progress or recording, its
         result as JSON: the downstream's own object, or the tool error :meth:`call` gives."""
+        await self.startup()
         if name == CALL_TOOL:
             try:
                 args = CallToolArgs.model_validate(arguments)
@@ -320,6 +322,7 @@ class Downstream:
                     last_error=d["lastError"],
                     last_refresh=d["lastRefresh"],
                     reconnects=d["reconnects"],
+                    trust=d["trust"],
                 )
             )
         out = ListServersResult(servers=rows)

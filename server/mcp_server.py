@@ -162,7 +162,6 @@ def build_server(
         on_list_resource_templates=on_list_templates,
         on_read_resource=on_read_resource,
         **_prompt_handlers(prompt, downstream),
-        **({"on_subscriptions_listen": ListenHandler(downstream.bus)} if downstream else {}),
     )
     _add_logging(server)
     if downstream is not None:
@@ -197,7 +196,8 @@ def _tool_refs(result: types.CallToolResult) -> list[ItemRef]:
 
 
 def _prompt_handlers(prompt: ContextPrompt, downstream: Downstream | None) -> dict[str, Any]:
-    """The broker's ``context`` prompt, then the downstream servers' prompts."""
+    """The broker's ``context`` prompt, then the downstream servers' prompts (and, with
+    downstream servers, the ``subscriptions/listen`` stream)."""
 
     async def on_list_prompts(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -217,7 +217,10 @@ def _prompt_handlers(prompt: ContextPrompt, downstream: Downstream | None) -> di
             )
         return await _downstream_call(downstream.gateway.get_prompt(params.name, params.arguments))
 
-    return {"on_list_prompts": on_list_prompts, "on_get_prompt": on_get_prompt}
+    handlers: dict[str, Any] = {"on_list_prompts": on_list_prompts, "on_get_prompt": on_get_prompt}
+    if downstream is not None:  # the 2026-era stream that announces tool list changes
+        handlers["on_subscriptions_listen"] = ListenHandler(downstream.bus)
+    return handlers
 
 
 def _add_logging(server: Server[Any]) -> None:
