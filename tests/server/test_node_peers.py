@@ -25,7 +25,7 @@ BIN = NODE_DIR / "node_modules" / ".bin"
 #   resources-read-text, resources-read-binary, resources-templates-read: read fixture
 #     resources (test://...);
 #   resources-subscribe, resources-unsubscribe: the broker offers no resource subscriptions;
-#   prompts-*: the broker has no prompts;
+#   prompts-*: call fixture prompts that only the suite's reference server has;
 #   completion-complete: the broker offers no completions.
 SCENARIOS = [
     "server-initialize",
@@ -106,6 +106,26 @@ async def test_conformance_scenarios_pass_over_streamable_http(tmp_path: Path) -
     async with running_broker(write_config(tmp_path)) as (url, _):
         for scenario in SCENARIOS:
             cmd = [conformance, "server", "--url", f"{url}/mcp", "--scenario", scenario]
+            with anyio.fail_after(90):
+                done = await anyio.run_process(cmd, env=_node_env(), cwd=NODE_DIR, check=False)
+            out = done.stdout.decode() + done.stderr.decode()
+            if done.returncode != 0 or " 0 failed" not in out:
+                failures.append(f"{scenario}:\n{out[-2000:]}")
+    assert not failures, "\n".join(failures)
+
+
+# Scenarios of the 2026-07-28 preview of the suite (installed as conformance-2026).
+SCENARIOS_2026 = ["caching"]
+
+
+async def test_conformance_2026_scenarios_pass_over_streamable_http(tmp_path: Path) -> None:
+    entry = NODE_DIR / "node_modules" / "conformance-2026" / "dist" / "index.js"
+    if not entry.exists():
+        pytest.fail("conformance-2026 is not installed; run scripts/setup-node.sh")
+    failures = []
+    async with running_broker(write_config(tmp_path)) as (url, _):
+        for scenario in SCENARIOS_2026:
+            cmd = ["node", str(entry), "server", "--url", f"{url}/mcp", "--scenario", scenario]
             with anyio.fail_after(90):
                 done = await anyio.run_process(cmd, env=_node_env(), cwd=NODE_DIR, check=False)
             out = done.stdout.decode() + done.stderr.decode()
