@@ -70,12 +70,14 @@ def _hard_split(sentence: str, limit: int) -> list[str]:
     out: list[str] = []
     current = ""
     for word in sentence.split(" "):
-        while len(word) > limit:
+        if len(word) > limit:
+            # Cut by offsets: re-slicing the remainder would copy a long word again per cut.
             if current:
                 out.append(current)
                 current = ""
-            out.append(word[:limit])
-            word = word[limit:]
+            cuts = [word[i : i + limit] for i in range(0, len(word), limit)]
+            out.extend(cuts[:-1])
+            word = cuts[-1]
         if current and len(current) + 1 + len(word) > limit:
             out.append(current)
             current = word

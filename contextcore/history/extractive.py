@@ -24,7 +24,11 @@ _ERROR = re.compile(r"\b(error|exception|traceback|failed|failure|fatal|denied)\
 _DECISION = re.compile(
     r"\b(decided|decide|decision|chose|choose|agreed|will use|we'll|let's|should|must|plan)\b", re.I
 )
-_PATH = re.compile(r"(?:[\w.-]+/)+[\w.-]+|\b[\w-]+\.(?:py|ts|js|md|json|toml|ya?ml|txt|rs|go)\b")
+# Every pattern runs in time linear in its input: none has a quantified part that can be
+# retried from many start positions over the same long run of characters. ``_PATH`` only
+# needs to know whether a path is present: a slash between path characters, or a word
+# (dashes allowed) ending in a known extension.
+_PATH = re.compile(r"[\w.-]/[\w.-]|\w-*+\.(?:py|ts|js|md|json|toml|ya?ml|txt|rs|go)\b")
 _IDENT = re.compile(r"`[^`]+`|\b[a-z]+_[a-z0-9_]+\b|\b[A-Z][a-z]+[A-Z]\w*\b|\b[0-9a-f]{7,}\b")
 _NUMBER = re.compile(r"\d")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
@@ -84,10 +88,12 @@ class ExtractiveSummarizer:
         for piece, is_result in _texts(raw):
             label = "tool result" if is_result else role
             for sentence in _sentences(piece):
-                score = _score(sentence)
+                # Only the kept part is scored: a long line costs no more than its clip.
+                clipped = sentence[: self.line_chars]
+                score = _score(clipped)
                 if score > 0:
                     kept = True
-                    yield f"{label}: {sentence[: self.line_chars]}", score
+                    yield f"{label}: {clipped}", score
         if role == "user" and not kept:
             opening = next(iter(_sentences(" ".join(p for p, r in _texts(raw) if not r))), "")
             if opening:
