@@ -30,6 +30,7 @@ __all__ = [
     "HistoryConfig",
     "HttpConfig",
     "InlineItem",
+    "LimitsConfig",
     "PersistenceConfig",
     "SearchConfig",
     "ServerConfig",
@@ -165,6 +166,21 @@ class HistoryConfig(_Model):
     summarizer: SummarizerConfig = SummarizerConfig()
 
 
+class LimitsConfig(_Model):
+    """How much one tool call may store, and how big one tool result may be.
+
+    Writes over a limit are refused before anything is stored, with the key named; results
+    over ``max_result_bytes`` are cut with a note saying what was cut and how to get the rest.
+    """
+
+    max_history_message_chars: int = Field(200_000, ge=100)
+    max_append_chars: int = Field(1_000_000, ge=100)
+    max_snapshot_field_chars: int = Field(50_000, ge=100)
+    max_summary_chars: int = Field(20_000, ge=100)
+    max_label_chars: int = Field(1_000, ge=10)
+    max_result_bytes: int = Field(512 * 1024, ge=16 * 1024)
+
+
 class DownstreamToolConfig(_Model):
     """Per-tool overrides of one downstream server; a disabled tool is neither listed,
     selected nor callable."""
@@ -223,6 +239,7 @@ class BrokerConfig(_Model):
     server: ServerConfig = ServerConfig()
     history: HistoryConfig = HistoryConfig()
     gateway: GatewayConfig = GatewayConfig()
+    limits: LimitsConfig = LimitsConfig()
     servers: dict[str, DownstreamConfig] = Field(default_factory=dict)
     mcp_servers_file: Path | None = None
     models: dict[str, AssemblyModelSpec] = Field(default_factory=dict)
