@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .broker import ContextBroker
-from .config import HistoryConfig
+from .config import HistoryConfig, LimitsConfig
 from .errors import HistoryError
 from .history import (
     CollapseGroup,
@@ -51,6 +51,8 @@ from .history import append_messages as _append
 from .history import clear_history as _clear
 from .history import collapse_messages as _collapse
 from .history import update_snapshot as _update_snapshot
+from .history.limits import check_append, check_label, check_snapshot, check_text
+from .history.summary import clip_to_tokens
 from .sessions import Session
 
 __all__ = [
@@ -137,9 +139,11 @@ class HistoryService:
         *,
         registry: FilterRegistry | None = None,
         summarizer: ChainFactory = extractive_chain,
+        limits: LimitsConfig | None = None,
     ) -> None:
         self.broker = broker
         self.config = config
+        self.limits = limits or LimitsConfig()
         self.registry = registry or default_registry()
         self.policy = policy_from_config(config)
         self._default_chain = summarizer
@@ -165,12 +169,15 @@ class HistoryService:
     # -- operations ---------------------------------------------------------------------
 
     def append_messages(self, session_id: str, messages: Sequence[object]) -> AppendResult:
-        """Validate and append ``messages`` (ids assigned where missing)."""
+        """Validate and append ``messages`` (ids assigned where missing); messages over
+        ``[limits]`` are refused and nothing is stored."""
         before: list[int] = []
 
         def change(history: SessionHistory) -> SessionHistory:
             before.append(len(history.messages))
-            return _append(history, messages)
+            updated = _append(history, messages)
+            check_append(updated.messages[before[0] :], before[0], self.limits)
+            return updated
 
         history = self._mutate(session_id, change)
         return AppendResult(tuple(m.id for m in history.messages[before[0] :]), history)
@@ -230,6 +237,13 @@ class HistoryService:
         summarizer: SummarizerChain | None = None,
     ) -> SummaryOutcome:
         """Summarize ``messages`` (and ``previous_summary``) statelessly."""
+        check_text(
+            previous_summary,
+            self.limits.max_summary_chars,
+            "max_summary_chars",
+            "previous_summary",
+            "send a shorter summary",
+        )
         raws = [dict(m.raw) for m in parse_messages(messages)]
         if not raws and not previous_summary:
             raise HistoryError("nothing to summarize; send messages", field="messages")
@@ -244,7 +258,9 @@ class HistoryService:
         description: str | None = None,
     ) -> SessionHistory:
         """Collapse the named messages into one placeholder (same name: replaced)."""
-        group = CollapseGroup(name, tuple(message_ids), description)
+        check_label(name, self.limits, "name")
+        check_label(description, self.limits, "description")
+        group = CollapseGroup(name, tuple(dict.fromkeys(message_ids)), description)
         return self._mutate(session_id, lambda h: _collapse(h, group))
 
     def clear_history(self, session_id: str) -> SessionHistory:
@@ -252,8 +268,17 @@ class HistoryService:
         return self._mutate(session_id, _clear)
 
     def update_snapshot(self, session_id: str, update: Mapping[str, Any]) -> TaskSnapshot:
-        """Merge ``update`` (camelCase keys) into the task snapshot; returns the result."""
-        history = self._mutate(session_id, lambda h: _update_snapshot(h, update))
+        """Merge ``update`` (camelCase keys) into the task snapshot; returns the result.
+        A field that would grow past ``[limits] max_snapshot_field_chars`` is refused and
+        nothing is stored."""
+
+        def change(current: SessionHistory) -> SessionHistory:
+            updated = _update_snapshot(current, update)
+            assert updated.snapshot is not None
+            check_snapshot(updated.snapshot, update.keys(), self.limits)
+            return updated
+
+        history = self._mutate(session_id, change)
         assert history.snapshot is not None
         return history.snapshot
 
@@ -301,7 +326,8 @@ class HistoryService:
         if outcome.text is None:
             log.warning("no summarizer succeeded for session %s; keeping the old one", session_id)
             return SummaryResult(plan, outcome, False, history.summary)
-        new = Summary(outcome.text, plan.end, outcome.provider)
+        text = clip_to_tokens(outcome.text, self.limits.max_summary_chars, len)
+        new = Summary(text, plan.end, outcome.provider)
         stored: list[Summary | None] = []
 
         def change(current: SessionHistory) -> SessionHistory:

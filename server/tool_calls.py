@@ -3,6 +3,7 @@ every failure into an MCP tool error (``isError``) a person can act on."""
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -15,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from contextcore.assembly_model import AssemblyModelSpec
 from contextcore.broker import ContextBroker
+from contextcore.config import LimitsConfig
 from contextcore.context_text import NoTools, ToolDirectory
 from contextcore.errors import ContextCoreError
 from contextcore.history_service import HistoryService
@@ -23,7 +25,7 @@ from tools.surface import ToolSpec
 
 from .summarizers import SummarizerFactory, sampler_for
 
-__all__ = ["ToolRunner", "describe_validation_error"]
+__all__ = ["ToolRunner", "capped_result", "describe_validation_error"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -82,8 +84,11 @@ class ToolRunner:
         summarizers: SummarizerFactory | None = None,
         models: Mapping[str, AssemblyModelSpec] | None = None,
         directory: ToolDirectory | None = None,
+        limits: LimitsConfig | None = None,
     ) -> None:
         self.broker = broker
+        # The history service carries the config's [limits]; an explicit one wins.
+        self.limits = limits or (history.limits if history is not None else LimitsConfig())
         self.directory: ToolDirectory = directory or NoTools()
         self.models = dict(models or {})
         self.specs = {s.name: s for s in specs}
@@ -144,7 +149,130 @@ class ToolRunner:
                 f"{spec.name} failed unexpectedly ({type(exc).__name__}); "
                 "the server log has the details"
             )
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=spec.text(out))],
-            structured_content=out.model_dump(mode="json"),
+        return capped_result(
+            spec.name, spec.text(out), out.model_dump(mode="json"), self.limits.max_result_bytes
         )
+
+
+# What to do to get what a capped result left out, per tool; other tools get the generic hint.
+_REST_HINTS = {
+    "get_history": "ask for a smaller window (max_tokens) or trim more (preset or filters)",
+    "trim_messages": "send fewer messages or pass a smaller max_tokens",
+    "list_catalog": "list one item type at a time (types)",
+    "get_usage_stats": "ask for one session at a time (session_id)",
+    "get_request_context": "ask for names only (detail='names') or a smaller max_context_tokens",
+    "get_snapshot": "the snapshot is whole in the text of get_history's window",
+}
+_CUT = "…[{} characters cut]"
+_ENVELOPE_BYTES = 2048  # JSON-RPC envelope and the note itself
+
+
+def _json_bytes(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+def _shrunk(value: Any, max_chars: int, max_items: int | None) -> Any:
+    """``value`` with every string over ``max_chars`` cut (saying how much) and, with
+    ``max_items``, every list cut to its first ``max_items`` items."""
+    if isinstance(value, str):
+        return (
+            value
+            if len(value) <= max_chars
+            else value[:max_chars] + _CUT.format(len(value) - max_chars)
+        )
+    if isinstance(value, dict):
+        return {k: _shrunk(v, max_chars, max_items) for k, v in value.items()}
+    if isinstance(value, list):
+        kept = value if max_items is None else value[:max_items]
+        return [_shrunk(v, max_chars, max_items) for v in kept]
+    return value
+
+
+def _largest_fitting(fits: Callable[[int], bool], high: int) -> int | None:
+    """The largest n in [0, high] with ``fits(n)`` (``fits`` grows monotonically false)."""
+    if not fits(0):
+        return None
+    low = 0
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _longest_string(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value)
+    children = (
+        value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    )
+    return max((_longest_string(v) for v in children), default=0)
+
+
+def _longest_list(value: Any) -> int:
+    if isinstance(value, dict):
+        return max((_longest_list(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return max([len(value), *(_longest_list(v) for v in value)])
+    return 0
+
+
+def capped_result(
+    tool: str, text: str, structured: dict[str, Any], max_bytes: int
+) -> types.CallToolResult:
+    """A tool result of at most about ``max_bytes`` serialized bytes.
+
+    A bigger one keeps its shape: its text is cut, and in the structured content the longest
+    strings are cut to one common length (each saying how many characters went), then, if
+    that is not enough, long lists keep their first items. A second text block says what was
+    cut and how to get the rest.
+    """
+    size = len(text.encode()) + _json_bytes(structured)
+    if size <= max_bytes:
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)], structured_content=structured
+        )
+    budget = max_bytes - _ENVELOPE_BYTES
+    text_budget = budget // 4
+    short_text = text if len(text.encode()) <= text_budget else _cut_text(text, text_budget)
+    room = budget - len(short_text.encode())
+    max_items: int | None = None
+    max_chars = _largest_fitting(
+        lambda n: _json_bytes(_shrunk(structured, n, None)) <= room, _longest_string(structured)
+    )
+    if max_chars is None or max_chars < 200:
+        max_chars = 200
+        max_items = _largest_fitting(
+            lambda n: _json_bytes(_shrunk(structured, 200, n)) <= room, _longest_list(structured)
+        )
+        if max_items is None:
+            return error_result(
+                f"{tool}: the result is {size:,} bytes, over limits.max_result_bytes "
+                f"({max_bytes}), and cannot be cut to fit; "
+                f"{_REST_HINTS.get(tool, 'call again with narrower arguments')}"
+            )
+    shrunk = _shrunk(structured, max_chars, max_items)
+    cuts = [f"strings longer than {max_chars:,} characters were cut"]
+    if max_items is not None:
+        cuts.append(f"lists kept their first {max_items:,} items")
+    note = (
+        f"[{tool}: this result was {size:,} bytes, over limits.max_result_bytes ({max_bytes}); "
+        f"to fit, the text was cut to {len(short_text):,} characters, "
+        f"{' and '.join(cuts)} (each cut says how much went). To get the rest: "
+        f"{_REST_HINTS.get(tool, 'call again with narrower arguments')}.]"
+    )
+    log.info("tool %s result of %d bytes cut to fit max_result_bytes %d", tool, size, max_bytes)
+    return types.CallToolResult(
+        content=[
+            types.TextContent(type="text", text=short_text),
+            types.TextContent(type="text", text=note),
+        ],
+        structured_content=shrunk,
+    )
+
+
+def _cut_text(text: str, max_bytes: int) -> str:
+    kept = text.encode()[:max_bytes].decode(errors="ignore")
+    return kept + _CUT.format(len(text) - len(kept))

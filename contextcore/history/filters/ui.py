@@ -78,9 +78,10 @@ def _compress_text(text: str, call_id: str | None, options: UiCompressionOptions
         return text
     try:
         parsed = json.loads(text)
-    except ValueError:
+        compressed = compress_json(parsed, options)
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than Python recurses
         return text
-    packed = json.dumps(compress_json(parsed, options), ensure_ascii=False, separators=(",", ":"))
+    packed = json.dumps(compressed, ensure_ascii=False, separators=(",", ":"))
     return packed if len(packed) < len(text) else text
 
 
