@@ -16,10 +16,14 @@ from ._spec import Args, Out, ToolSpec
 __all__ = ["ADD_CONTEXT_ITEM", "CREATE_SESSION", "LIST_SESSION_CONTEXT", "REMOVE_CONTEXT_ITEM"]
 
 _SESSION_ID = Field(description="A session id returned by create_session.")
+# Names are stored with the session (agent) or looked up in the catalog; none is longer.
+_MAX_NAME = 1_000
 
 
 class CreateSessionArgs(Args):
-    agent: str | None = Field(None, description="Optional name of the agent using the session.")
+    agent: str | None = Field(
+        None, max_length=_MAX_NAME, description="Optional name of the agent using the session."
+    )
     preset: PresetName | None = Field(
         None,
         description="The session's search preset: conservative, normal or aggressive "
@@ -41,8 +45,10 @@ class SessionIdArgs(Args):
 class ItemArgs(Args):
     session_id: str = _SESSION_ID
     type: ItemType = Field(description="The item's type.")
-    name: str = Field(description="The item's name as list_catalog shows it.")
-    server: str | None = Field(None, description="The downstream server; tools only.")
+    name: str = Field(max_length=_MAX_NAME, description="The item's name as list_catalog shows it.")
+    server: str | None = Field(
+        None, max_length=_MAX_NAME, description="The downstream server; tools only."
+    )
 
 
 class ItemChangeOut(SessionContextOut):
