@@ -100,7 +100,7 @@ def serve(
     servers = resolve_servers(config)
     gateway = build_gateway(config, parts, servers)
     reloader = ConfigReloader(config_path, parts, gateway)  # before downstream tools arrive
-    history = HistoryService(parts.broker, config.history)
+    history = HistoryService(parts.broker, config.history, limits=config.limits)
     downstream = None
     if gateway is not None:
         downstream = Downstream(
