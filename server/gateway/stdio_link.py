@@ -269,7 +269,8 @@ class _Watcher:
         self._write_end = write_end
 
     @classmethod
-    async def start(cls, pgid: int) -> _Watcher:
+    async def start(cls, pgid: int) -> _Watcher | None:
+        """The watcher of group ``pgid``; None (with a warning) where no shell can run it."""
         read_end, write_end = os.pipe()
         try:
             process = await anyio.open_process(
@@ -279,6 +280,15 @@ class _Watcher:
                 stderr=subprocess.DEVNULL,
                 start_new_session=True,
             )
+        except OSError as exc:
+            os.close(write_end)
+            log.warning(
+                "cannot start /bin/sh to watch downstream process %d (%s): if the broker is "
+                "killed with SIGKILL, that server's processes will keep running",
+                pgid,
+                exc.strerror,
+            )
+            return None
         except BaseException:
             os.close(write_end)
             raise
@@ -322,7 +332,8 @@ async def open_stdio_link(
         async with _pumped(process) as link:
             yield link
     finally:
-        await watcher.stop()
+        if watcher is not None:
+            await watcher.stop()
 
 
 @asynccontextmanager

@@ -46,6 +46,12 @@ async def _run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str,
             "the top level",
         ),
         (
+            '[servers.time]\ncommand = "x"\n[servers.time.tools.now]\ninclude = "always"\n'
+            'mcp_servers_file = "x.json"\n',
+            "unknown key 'servers.time.tools.now.mcp_servers_file'; did you mean "
+            "mcp_servers_file at the top level",
+        ),
+        (
             '[server]\nauth_token_env = "TOKEN"\n',
             "unknown key 'server.auth_token_env'; did you mean [server.http] auth_token_env?",
         ),

@@ -116,6 +116,15 @@ def _descendants(root: int) -> list[int]:
     return found
 
 
+def _watchers_of(server: int) -> list[int]:
+    """Live watcher processes of the process group led by ``server``."""
+    return [
+        pid
+        for pid in _processes()
+        if (cmd := _cmdline(pid)).startswith("/bin/sh -c read") and cmd.split()[-1] == str(server)
+    ]
+
+
 def _brokers_serving(config: Path) -> list[int]:
     """Live ``context-broker serve`` processes started with this config file."""
     return [
@@ -302,6 +311,20 @@ async def test_sigkill_of_the_broker_kills_a_downstream_that_ignores_stdin(tmp_p
         assert all(_alive(pid) for pid in pids)
         broker.send_signal(signal.SIGKILL)
         await _until(lambda: not any(_alive(pid) for pid in pids), 10, f"{pids} gone")
+        await _until(lambda: not _watchers_of(pids[0]), 10, "the watcher exited too")
+
+
+async def test_a_normal_stop_leaves_no_watcher_behind(tmp_path: Path) -> None:
+    config, pid_file = _sleeper(tmp_path)
+    async with _broker_process(config) as broker:
+        await _until(pid_file.exists, 30, "the downstream started")
+        server = _pids(pid_file)[0]
+        assert _watchers_of(server), "each stdio server has a watcher"
+        assert broker.stdin is not None
+        await broker.stdin.aclose()  # the host goes away: the broker shuts down normally
+        with anyio.fail_after(30):
+            await broker.wait()
+        await _until(lambda: not _alive(server) and not _watchers_of(server), 10, "all gone")
 
 
 async def test_a_normal_stop_kills_what_a_downstream_left_behind(tmp_path: Path) -> None:
