@@ -4,16 +4,25 @@ so the figures persist with the store."""
 
 from __future__ import annotations
 
+import math
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .catalog import Catalog
+from .errors import ContextCoreError
 from .items import ItemRef
-from .sessions import Session, SessionStore
+from .sessions import RequestContext, Session, SessionStore
 
-__all__ = ["ItemUsage", "UsageStats", "format_usage", "sessions_of", "usage_stats"]
+__all__ = [
+    "ItemUsage",
+    "UsageStats",
+    "format_usage",
+    "load_sessions",
+    "sessions_of",
+    "usage_stats",
+]
 
 _BUCKETS = 10
 
@@ -63,6 +72,7 @@ class UsageStats:
     searches_without_strong_match: int
     searches_without_agent_items: int
     searches_failed: int
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         width = 1.0 / _BUCKETS
@@ -79,22 +89,33 @@ class UsageStats:
             "searches_without_strong_match": self.searches_without_strong_match,
             "searches_without_agent_items": self.searches_without_agent_items,
             "searches_failed": self.searches_failed,
+            "warnings": list(self.warnings),
         }
 
 
-def usage_stats(sessions: Iterable[Session], catalog: Catalog) -> UsageStats:
+def usage_stats(
+    sessions: Iterable[Session], catalog: Catalog, *, warnings: Sequence[str] = ()
+) -> UsageStats:
     """Aggregate the turn logs of ``sessions``.
 
     ``never_selected`` lists enabled ``agent`` items search never chose; ``never_included``
     enabled items of any mode that were in no request context. A search "without a strong
-    match" chose no item at or above the ``include_score`` in force for that turn.
+    match" chose no item at or above the ``include_score`` in force for that turn. A turn
+    with a malformed value is skipped and named in ``warnings`` (after the given ones).
     """
     usage: dict[ItemRef, ItemUsage] = {}
     histogram = [0] * _BUCKETS
+    notes = list(warnings)
     count = turns = weak = empty = failed = 0
     for session in sessions:
         count += 1
         for turn in session.turns:
+            problem = _turn_problem(turn)
+            if problem is not None:
+                notes.append(
+                    f"session {session.session_id!r}: turn {turn.request_id!r} skipped: {problem}"
+                )
+                continue
             turns += 1
             agent_scores: list[float] = []
             for item in turn.items:
@@ -123,15 +144,49 @@ def usage_stats(sessions: Iterable[Session], catalog: Catalog) -> UsageStats:
     never_included = sorted(i.ref.key for i in enabled if i.ref not in usage)
     rows = sorted(usage.values(), key=lambda u: (-u.included, u.ref.key))
     return UsageStats(
-        count, turns, rows, histogram, never_selected, never_included, weak, empty, failed
+        count, turns, rows, histogram, never_selected, never_included, weak, empty, failed, notes
     )
 
 
-def sessions_of(store: SessionStore, session_id: str | None = None) -> list[Session]:
-    """Every stored session (or just one, already loaded by the caller's check)."""
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _turn_problem(turn: RequestContext) -> str | None:
+    """What is wrong with a stored turn's values, or None when they can be counted."""
+    for i, item in enumerate(turn.items):
+        if item.include_mode not in ("always", "manual", "agent"):
+            return f"items[{i}].include_mode is {item.include_mode!r}"
+        if item.similarity_score is not None and not _is_number(item.similarity_score):
+            return f"items[{i}].similarity_score is {item.similarity_score!r}, not a number"
+    if turn.include_score is not None and not _is_number(turn.include_score):
+        return f"include_score is {turn.include_score!r}, not a number"
+    return None
+
+
+def load_sessions(
+    store: SessionStore, session_id: str | None = None
+) -> tuple[list[Session], list[str]]:
+    """Every stored session (or just one), and a warning for each one that could not be
+    read (a damaged row), which is left out rather than failing the whole report."""
     ids = [session_id] if session_id is not None else store.list_ids()
-    found = [store.load(i) for i in ids]
-    return [s for s in found if s is not None]
+    sessions: list[Session] = []
+    warnings: list[str] = []
+    for sid in ids:
+        try:
+            found = store.load(sid)
+        except (ContextCoreError, ValueError, KeyError, TypeError) as exc:
+            reason = exc.message if isinstance(exc, ContextCoreError) else f"{exc!r}"
+            warnings.append(f"session {sid!r} skipped: {reason}")
+            continue
+        if found is not None:
+            sessions.append(found)
+    return sessions, warnings
+
+
+def sessions_of(store: SessionStore, session_id: str | None = None) -> list[Session]:
+    """Every readable stored session (or just one); see :func:`load_sessions`."""
+    return load_sessions(store, session_id)[0]
 
 
 def format_usage(stats: UsageStats, *, top: int = 15) -> str:
@@ -161,6 +216,9 @@ def format_usage(stats: UsageStats, *, top: int = 15) -> str:
             if n
         )
         lines.append(f"agent score distribution: {bars}")
+    if stats.warnings:
+        lines.append(f"left out ({len(stats.warnings)}):")
+        lines += [f"  {warning}" for warning in stats.warnings[:top]]
     if stats.never_selected:
         lines.append(f"agent items never selected ({len(stats.never_selected)}):")
         lines += [f"  {key}" for key in stats.never_selected[:top]]

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import Field
 
-from contextcore.analytics import format_usage, sessions_of, usage_stats
+from contextcore.analytics import format_usage, load_sessions, usage_stats
 from contextcore.broker import ContextBroker
 
 from ._spec import Args, Out, ToolSpec
@@ -30,6 +30,10 @@ class UsageOut(Out):
     searches_without_strong_match: int
     searches_without_agent_items: int
     searches_failed: int
+    warnings: list[str] = Field(
+        description="Stored sessions or turns left out because they could not be read, "
+        "each naming the session and what was wrong."
+    )
     report: str
 
 
@@ -37,7 +41,8 @@ def usage_payload(broker: ContextBroker, session_id: str | None = None) -> Usage
     """The analytics as a result model (also the ``context://stats`` resource)."""
     if session_id is not None:
         broker.session(session_id)  # a clear error for an unknown or malformed id
-    stats = usage_stats(sessions_of(broker.store, session_id), broker.catalog)
+    sessions, warnings = load_sessions(broker.store, session_id)
+    stats = usage_stats(sessions, broker.catalog, warnings=warnings)
     return UsageOut(**stats.to_dict(), report=format_usage(stats))
 
 
