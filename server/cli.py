@@ -86,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
         "check",
         help="validate a config and report what it loads",
         description="Exit codes: 0 all well, 1 invalid config, 2 a configured downstream "
-        "server could not be started or reached.",
+        "server could not be started or reached, 3 a downstream tool is held back or flagged.",
         parents=[common],
     )
     _add_config(check)
