@@ -100,8 +100,11 @@ class InlineItem(_Model):
 class PersistenceConfig(_Model):
     """Where sessions live."""
 
-    backend: Literal["memory", "sqlite"] = "memory"
+    backend: Literal["memory", "sqlite", "postgres", "redis"] = "memory"
     path: Path | None = None
+    url: str | None = None
+    """postgres/redis: where the shared store is; ``${env:NAME}`` is expanded when the store
+    opens, and the URL is never shown in errors or logs (it may hold a password)."""
 
 
 class HttpConfig(_Model):
@@ -302,6 +305,8 @@ def _hint(loc: tuple[Any, ...]) -> str:
 
 def _secret(loc: tuple[Any, ...]) -> bool:
     parts = [str(p) for p in loc]
+    if parts[:2] == ["persistence", "url"]:
+        return True
     return bool(_SECRET_TABLES.intersection(parts)) or any(_SECRET_KEY.search(p) for p in parts)
 
 
