@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 from mcp import MCPError, types
 from mcp.server import NotificationOptions, Server, ServerRequestContext
+from mcp.server.apps import EXTENSION_ID
 from mcp.server.subscriptions import ListenHandler
 
 from contextcore.assembly_model import AssemblyModelSpec
@@ -28,6 +29,8 @@ from .prompts import CONTEXT_PROMPT, ContextPrompt
 from .resources import ResourceReader, resource_templates
 from .summarizers import SummarizerFactory
 from .tool_calls import ToolRunner
+from .ui.app import tool_meta
+from .ui.view import APP_TOOL
 
 __all__ = ["SERVER_NAME", "build_server", "list_tools"]
 
@@ -47,7 +50,7 @@ _NEEDS_DOWNSTREAM_TOOLS = frozenset(
         "list_session_context",
     }
 )
-TOOLS = (*CONTEXT_TOOLS, *HISTORY_TOOLS, *ASSEMBLY_TOOLS, GET_USAGE_STATS)
+TOOLS = (*CONTEXT_TOOLS, *HISTORY_TOOLS, *ASSEMBLY_TOOLS, GET_USAGE_STATS, APP_TOOL)
 INSTRUCTIONS = (
     "Call create_session once per conversation and keep its session_id. Before answering each "
     "user message, call build_request_context(session_id, message): its text holds the rules "
@@ -68,6 +71,7 @@ def list_tools(specs: tuple[ToolSpec, ...] = CONTEXT_TOOLS) -> list[types.Tool]:
             input_schema=s.input_schema(),
             output_schema=s.output_schema(),
             annotations=types.ToolAnnotations(read_only_hint=s.read_only, open_world_hint=False),
+            meta=tool_meta(s.name),  # MCP Apps: the request-context view
         )
         for s in specs
     ]
@@ -164,6 +168,7 @@ def build_server(
         **_prompt_handlers(prompt, downstream),
     )
     _add_logging(server)
+    server.extensions[EXTENSION_ID] = {}  # MCP Apps: tools point at ui:// views
     if downstream is not None:
         # Tell handshake-era hosts that the tool list can change (the SDK's transports ask
         # the server for its options without passing any).

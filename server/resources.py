@@ -19,6 +19,8 @@ from contextcore.sessions import Session
 from tools.analytics import usage_payload
 from tools.catalog import catalog_rows
 
+from .ui.app import APP_URI, app_resource, read_app
+
 __all__ = ["ResourceReader", "resource_templates"]
 
 JSON = "application/json"
@@ -103,6 +105,7 @@ class ResourceReader:
                 mime_type=JSON,
             )
         )
+        out.append(app_resource())
         for item in self.broker.catalog.items(["rule", "reference"]):
             out.append(
                 types.Resource(
@@ -116,6 +119,8 @@ class ResourceReader:
 
     async def read(self, uri: str) -> types.ReadResourceResult:
         """Read ``uri``; raise ``MCPError`` (invalid params) when it names nothing."""
+        if uri == APP_URI:
+            return read_app()
         try:
             return await anyio.to_thread.run_sync(self._read, uri)
         except ContextCoreError as exc:
@@ -135,7 +140,7 @@ class ResourceReader:
                 data = usage.model_dump(mode="json", exclude={"report"})
                 return _contents(uri, data, f"# Usage\n\n```\n{usage.report}\n```\n")
             case "sessions", [session_id]:
-                session = self.broker.session(session_id)
+                session = self.broker.full_session(session_id)
                 return _contents(uri, session.to_dict(), _session_markdown(session))
             case "sessions", [session_id, "requests", request_id]:
                 context = self.broker.request(session_id, request_id)

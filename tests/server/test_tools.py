@@ -38,6 +38,7 @@ TOOLS = {
     "get_context_stats",
     "get_usage_stats",
     "assemble_context",
+    "ui_request_context",
 }
 
 

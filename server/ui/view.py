@@ -1,0 +1,178 @@
+"""What the request-context view shows, built from a broker: one recorded request context as
+three columns (rules, references, tools) with each item's description and priority, and the
+lists the web pages show (sessions, turns, catalog). Read-only."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from contextcore.broker import ContextBroker
+from contextcore.render import sort_items, summary_line
+from contextcore.sessions import RequestContext, RequestItem
+from tools._spec import Args, Out, ToolSpec
+
+__all__ = [
+    "APP_TOOL",
+    "RequestView",
+    "SessionRow",
+    "TurnRow",
+    "request_view",
+    "session_rows",
+    "turn_rows",
+]
+
+_PREVIEW_CHARS = 160
+
+
+class ViewItem(Out):
+    """One item as the modal shows it: ``label`` is the priority as three digits (rules and
+    references) or the ``server.`` prefix (tools)."""
+
+    key: str
+    type: Literal["rule", "reference", "tool"]
+    name: str
+    server: str | None
+    label: str
+    include_mode: Literal["always", "manual", "agent"]
+    similarity_score: float | None
+    description: str
+    priority: int | None
+    in_catalog: bool
+
+
+class Columns(Out):
+    rules: list[ViewItem]
+    references: list[ViewItem]
+    tools: list[ViewItem]
+
+
+class RequestView(Out):
+    """Everything the "View Context" modal needs in one result."""
+
+    session_id: str
+    request_id: str
+    timestamp: str
+    message: str
+    summary: str
+    search_mode: str | None
+    warnings: list[str]
+    columns: Columns
+
+
+def _view_item(broker: ContextBroker, row: RequestItem) -> ViewItem:
+    ref = row.ref
+    item = broker.lookup(ref)
+    priority = item.priority if item is not None and ref.type != "tool" else None
+    label = f"{ref.server}." if ref.type == "tool" else f"{priority or 0:03d}"
+    return ViewItem(
+        key=ref.key,
+        type=ref.type,
+        name=ref.name,
+        server=ref.server,
+        label=label,
+        include_mode=row.include_mode,
+        similarity_score=row.similarity_score,
+        description=item.description if item is not None else "",
+        priority=priority,
+        in_catalog=item is not None,
+    )
+
+
+def view_of(broker: ContextBroker, context: RequestContext) -> RequestView:
+    """The modal's content for one request context: each column in display order (rules and
+    references by priority, highest first, then name; tools by server then name)."""
+    rows = [_view_item(broker, r) for r in sort_items(context.items, broker.lookup)]
+    return RequestView(
+        session_id=context.session_id,
+        request_id=context.request_id,
+        timestamp=context.timestamp,
+        message=context.message,
+        summary=summary_line(context.items),
+        search_mode=context.search_mode,
+        warnings=list(context.warnings),
+        columns=Columns(
+            rules=[r for r in rows if r.type == "rule"],
+            references=[r for r in rows if r.type == "reference"],
+            tools=[r for r in rows if r.type == "tool"],
+        ),
+    )
+
+
+def request_view(broker: ContextBroker, session_id: str, request_id: str) -> RequestView:
+    """The modal's content for a recorded request context (errors name a bad id)."""
+    return view_of(broker, broker.request(session_id, request_id))
+
+
+class SessionRow(Out):
+    session_id: str
+    agent: str | None
+    created_at: str
+    turns: int
+    last_turn: str | None
+
+
+class TurnRow(Out):
+    request_id: str
+    timestamp: str
+    message_preview: str
+    summary: str
+    search_mode: str | None
+
+
+def _preview(message: str) -> str:
+    flat = " ".join(message.split())
+    return flat if len(flat) <= _PREVIEW_CHARS else flat[:_PREVIEW_CHARS] + "…"
+
+
+def session_rows(broker: ContextBroker) -> list[SessionRow]:
+    """Every stored session, the most recently used first."""
+    rows = []
+    for session_id in broker.store.list_ids():
+        session = broker.session(session_id)
+        rows.append(
+            SessionRow(
+                session_id=session.session_id,
+                agent=session.agent,
+                created_at=session.created_at,
+                turns=len(session.turns),
+                last_turn=session.turns[-1].timestamp if session.turns else None,
+            )
+        )
+    return sorted(rows, key=lambda r: r.last_turn or r.created_at, reverse=True)
+
+
+def turn_rows(broker: ContextBroker, session_id: str) -> list[TurnRow]:
+    """A session's turns, oldest first."""
+    return [
+        TurnRow(
+            request_id=t.request_id,
+            timestamp=t.timestamp,
+            message_preview=_preview(t.message),
+            summary=summary_line(t.items),
+            search_mode=t.search_mode,
+        )
+        for t in broker.session(session_id).turns
+    ]
+
+
+class ViewArgs(Args):
+    session_id: str = Field(description="A session id returned by create_session.")
+    request_id: str = Field(description="A request id from build_request_context or list_turns.")
+
+
+def _view_text(out: RequestView) -> str:
+    return f"Request {out.request_id}: {out.summary}"
+
+
+APP_TOOL = ToolSpec(
+    "ui_request_context",
+    "For the request-context view: one recorded request context as three columns (rules, "
+    "references, tools) with each item's description, priority, include mode and score.",
+    ViewArgs,
+    RequestView,
+    lambda broker, args: request_view(broker, args.session_id, args.request_id),
+    _view_text,
+    read_only=True,
+)
