@@ -25,9 +25,10 @@ stamp_write() {
 }
 
 # pip_quiet COMMAND...: runs a pip command with everything it prints sent to stderr, minus
-# pip's notes about script locations; fails when the command fails.
+# notes about ignored index locations and the build backend's warnings (setuptools prints a
+# block about editable installs on every build); fails when the command fails.
 pip_quiet() {
     local status=0
-    "$@" 2>&1 | grep -v "^WARNING: Location" >&2 || status="${PIPESTATUS[0]}"
+    PYTHONWARNINGS=ignore "$@" 2>&1 | grep -v "^WARNING: Location" >&2 || status="${PIPESTATUS[0]}"
     return "$status"
 }

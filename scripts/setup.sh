@@ -21,7 +21,7 @@ if [ ! -x .venv/bin/python ]; then
     say "creating the virtual environment .venv with $("$PYTHON" --version 2>&1)"
     "$PYTHON" -m venv .venv
     say "upgrading pip inside .venv"
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip >&2
+    pip_quiet .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 fi
 
 key="$(stamp_key pyproject.toml server/model_setup.py scripts/setup.sh scripts/_stamp.sh) $(.venv/bin/python --version 2>&1)"
