@@ -31,6 +31,7 @@ __all__ = [
     "HttpConfig",
     "InlineItem",
     "LimitsConfig",
+    "TelemetryConfig",
     "PersistenceConfig",
     "SearchConfig",
     "ServerConfig",
@@ -184,6 +185,14 @@ class LimitsConfig(_Model):
     max_result_bytes: int = Field(512 * 1024, ge=16 * 1024)
 
 
+class TelemetryConfig(_Model):
+    """OpenTelemetry traces: one span per tool call, exported over OTLP/HTTP when
+    ``otlp_endpoint`` is set (e.g. ``http://localhost:4318/v1/traces``)."""
+
+    otlp_endpoint: str = ""
+    service_name: str = "context-broker"
+
+
 class DownstreamToolConfig(_Model):
     """Per-tool overrides of one downstream server; a disabled tool is neither listed,
     selected nor callable."""
@@ -243,6 +252,7 @@ class BrokerConfig(_Model):
     history: HistoryConfig = HistoryConfig()
     gateway: GatewayConfig = GatewayConfig()
     limits: LimitsConfig = LimitsConfig()
+    telemetry: TelemetryConfig = TelemetryConfig()
     servers: dict[str, DownstreamConfig] = Field(default_factory=dict)
     mcp_servers_file: Path | None = None
     models: dict[str, AssemblyModelSpec] = Field(default_factory=dict)
