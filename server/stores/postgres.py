@@ -1,0 +1,583 @@
+"""Sessions in PostgreSQL, shared by every broker replica that points at the same database.
+
+Each operation is one transaction on a pooled connection. A write to a session first locks the
+session's header row (``UPDATE sessions ... RETURNING`` or ``SELECT ... FOR UPDATE``), so writers
+to one session from any number of processes take turns: sequence numbers come from counters in
+that row, and a reader never sees record n+1 committed without record n. Store-wide usage events
+take their numbers from a row of ``counters`` the same way. A method returns after ``COMMIT``,
+which with PostgreSQL's default ``synchronous_commit = on`` means the WAL record is on disk.
+
+The schema is versioned in ``schema_version``. Opening the store applies the missing migrations
+under an advisory lock (replicas starting together migrate once) and refuses a schema newer than
+this code knows.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from contextcore.items import ItemRef, parse_item_type
+from contextcore.sessions import RequestContext, SessionItem
+from contextcore.store import (
+    DuplicateRecord,
+    JsonChange,
+    MessageRecord,
+    SessionHeader,
+    StoreError,
+    StoreUnavailable,
+    UnknownSession,
+)
+
+from ._url import describe_url, scrub
+
+__all__ = ["SCHEMA_VERSION", "PostgresSessionStore"]
+
+log = logging.getLogger(__name__)
+
+_MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE sessions (
+        session_id text PRIMARY KEY,
+        ord bigserial NOT NULL,
+        agent text,
+        created_at text NOT NULL,
+        preset text,
+        removed jsonb NOT NULL DEFAULT '[]',
+        next_item integer NOT NULL DEFAULT 0,
+        next_turn integer NOT NULL DEFAULT 0,
+        next_message bigint NOT NULL DEFAULT 0,
+        next_call integer NOT NULL DEFAULT 0
+    );
+    CREATE INDEX sessions_ord ON sessions (ord);
+    CREATE TABLE session_items (
+        session_id text NOT NULL, ref text NOT NULL, pos integer NOT NULL, item jsonb NOT NULL,
+        PRIMARY KEY (session_id, ref)
+    );
+    CREATE TABLE turns (
+        session_id text NOT NULL, seq integer NOT NULL, request_id text NOT NULL,
+        data text NOT NULL, PRIMARY KEY (session_id, seq)
+    );
+    CREATE INDEX turns_request ON turns (session_id, request_id);
+    CREATE TABLE messages (
+        session_id text NOT NULL, seq bigint NOT NULL, message_id text NOT NULL,
+        raw text NOT NULL, call_ids text[] NOT NULL, PRIMARY KEY (session_id, seq)
+    );
+    CREATE INDEX messages_id ON messages (session_id, message_id);
+    CREATE TABLE message_calls (
+        session_id text NOT NULL, call_id text NOT NULL, seq bigint NOT NULL
+    );
+    CREATE INDEX message_calls_id ON message_calls (session_id, call_id);
+    CREATE INDEX message_calls_seq ON message_calls (session_id, seq);
+    CREATE TABLE session_parts (
+        session_id text NOT NULL, kind text NOT NULL, data text NOT NULL,
+        PRIMARY KEY (session_id, kind)
+    );
+    CREATE TABLE calls (
+        session_id text NOT NULL, seq integer NOT NULL, data text NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    );
+    CREATE TABLE usage_events (
+        seq bigint PRIMARY KEY, session_id text, data text NOT NULL
+    );
+    CREATE INDEX usage_events_session ON usage_events (session_id, seq);
+    CREATE TABLE counters (name text PRIMARY KEY, value bigint NOT NULL);
+    INSERT INTO counters VALUES ('usage', 0);
+    CREATE TABLE embeddings (
+        model text NOT NULL, text_hash text NOT NULL, vector bytea NOT NULL,
+        PRIMARY KEY (model, text_hash)
+    );
+    """,
+)
+SCHEMA_VERSION = len(_MIGRATIONS)
+_MIGRATION_LOCK = 0x6362_5F73_746F_7265  # any fixed key: "cb_store"
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _ref_key(ref: ItemRef) -> str:
+    return _dumps([ref.type, ref.name, ref.server])
+
+
+def _ref(row: Mapping[str, Any]) -> ItemRef:
+    return ItemRef(parse_item_type(row["type"]), row["name"], row.get("server"))
+
+
+def _unknown(session_id: str) -> UnknownSession:
+    return UnknownSession(
+        f"unknown session_id {session_id!r}; create one with create_session", field="session_id"
+    )
+
+
+class PostgresSessionStore:
+    """A :class:`~contextcore.store.SessionStore` in a PostgreSQL database (safe across threads
+    and processes)."""
+
+    def __init__(self, url: str, *, max_connections: int = 16, timeout: float = 10.0) -> None:
+        self._url = url
+        self.where = describe_url(url)
+        self._pool = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=max_connections,
+            timeout=timeout,
+            open=False,
+            check=ConnectionPool.check_connection,
+            name="context-broker-store",
+        )
+        try:
+            self._pool.open(wait=True, timeout=timeout)
+            with self._tx() as cur:
+                self._migrate(cur)
+        except BaseException:
+            self._pool.close()
+            raise
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    @contextmanager
+    def _tx(self) -> Iterator[psycopg.Cursor[Any]]:
+        """One transaction: committed when the block ends, rolled back if it raises."""
+        try:
+            with self._pool.connection() as conn, conn.cursor() as cur:
+                yield cur
+        except (PoolTimeout, psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            raise StoreUnavailable(
+                f"the PostgreSQL session store at {self.where!r} cannot be used "
+                f"({scrub(str(exc).strip(), self._url)}); check that the server runs and "
+                "accepts connections, and [persistence] url"
+            ) from None
+        except psycopg.errors.ReadOnlySqlTransaction:
+            raise StoreUnavailable(
+                f"the PostgreSQL session store at {self.where!r} is read-only; point "
+                "[persistence] url at the primary server"
+            ) from None
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"the PostgreSQL session store at {self.where!r} failed: "
+                f"{scrub(str(exc).strip(), self._url)}"
+            ) from None
+
+    def _migrate(self, cur: psycopg.Cursor[Any]) -> None:
+        cur.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+        cur.execute("CREATE TABLE IF NOT EXISTS schema_version (version integer NOT NULL)")
+        cur.execute("SELECT coalesce(max(version), 0) FROM schema_version")
+        current = _one(cur)
+        if current > SCHEMA_VERSION:
+            raise StoreError(
+                f"the PostgreSQL session store at {self.where!r} has schema version {current}, "
+                f"newer than this broker's {SCHEMA_VERSION}; upgrade the broker or use another "
+                "database"
+            )
+        for version in range(current + 1, SCHEMA_VERSION + 1):
+            log.info("session store %s: migrating to schema version %d", self.where, version)
+            cur.execute(_MIGRATIONS[version - 1])
+            cur.execute("INSERT INTO schema_version VALUES (%s)", (version,))
+
+    def _bump(self, cur: psycopg.Cursor[Any], session_id: str, counter: str, by: int) -> int:
+        """Lock the session's header row and advance one of its counters; the first number."""
+        cur.execute(
+            f"UPDATE sessions SET {counter} = {counter} + %s WHERE session_id = %s "
+            f"RETURNING {counter}",
+            (by, session_id),
+        )
+        row = cur.fetchone()
+        if row is None:
+            raise _unknown(session_id)
+        return int(row[0]) - by
+
+    def _lock(self, cur: psycopg.Cursor[Any], session_id: str) -> list[dict[str, Any]]:
+        """Lock the session's header row; its ``removed`` refs."""
+        cur.execute("SELECT removed FROM sessions WHERE session_id = %s FOR UPDATE", (session_id,))
+        row = cur.fetchone()
+        if row is None:
+            raise _unknown(session_id)
+        return list(row[0])
+
+    # -- header and items -------------------------------------------------------------------
+
+    def create_session(self, header: SessionHeader, items: Sequence[SessionItem]) -> None:
+        h = header
+        removed = _dumps([r.to_dict() for r in h.removed])
+        with self._tx() as cur:
+            cur.execute(
+                "INSERT INTO sessions (session_id, agent, created_at, preset, removed, next_item) "
+                "VALUES (%s, %s, %s, %s, %s::jsonb, %s) ON CONFLICT DO NOTHING RETURNING 1",
+                (h.session_id, h.agent, h.created_at, h.preset, removed, len(items)),
+            )
+            if cur.fetchone() is None:
+                raise StoreError(f"session {header.session_id!r} already exists")
+            self._insert_items(cur, header.session_id, 0, items)
+
+    def _insert_items(
+        self, cur: psycopg.Cursor[Any], session_id: str, first: int, items: Sequence[SessionItem]
+    ) -> list[SessionItem]:
+        added = []
+        for pos, item in enumerate(items, start=first):
+            cur.execute(
+                "INSERT INTO session_items VALUES (%s, %s, %s, %s::jsonb) "
+                "ON CONFLICT DO NOTHING RETURNING 1",
+                (session_id, _ref_key(item.ref), pos, _dumps(item.to_dict())),
+            )
+            if cur.fetchone() is not None:
+                added.append(item)
+        return added
+
+    def header(self, session_id: str) -> SessionHeader | None:
+        with self._tx() as cur:
+            cur.execute(
+                "SELECT agent, created_at, preset, removed FROM sessions WHERE session_id = %s",
+                (session_id,),
+            )
+            row = cur.fetchone()
+        if row is None:
+            return None
+        agent, created_at, preset, removed = row
+        return SessionHeader(session_id, agent, created_at, preset, tuple(map(_ref, removed)))
+
+    def list_session_ids(self) -> list[str]:
+        with self._tx() as cur:
+            cur.execute("SELECT session_id FROM sessions ORDER BY ord")
+            return [r[0] for r in cur.fetchall()]
+
+    def items(self, session_id: str) -> tuple[SessionItem, ...]:
+        with self._tx() as cur:
+            cur.execute(
+                "SELECT item FROM session_items WHERE session_id = %s ORDER BY pos", (session_id,)
+            )
+            return tuple(SessionItem.from_dict(r[0]) for r in cur.fetchall())
+
+    def add_items(self, session_id: str, items: Sequence[SessionItem]) -> tuple[SessionItem, ...]:
+        unique: dict[ItemRef, SessionItem] = {}
+        for item in items:
+            unique.setdefault(item.ref, item)
+        with self._tx() as cur:
+            removed = self._lock(cur, session_id)
+            first = self._bump(cur, session_id, "next_item", len(unique))
+            added = self._insert_items(cur, session_id, first, list(unique.values()))
+            refs = {i.ref for i in added}
+            kept = [r for r in removed if _ref(r) not in refs]
+            if len(kept) != len(removed):
+                cur.execute(
+                    "UPDATE sessions SET removed = %s::jsonb WHERE session_id = %s",
+                    (_dumps(kept), session_id),
+                )
+            return tuple(added)
+
+    def remove_item(self, session_id: str, ref: ItemRef) -> bool:
+        with self._tx() as cur:
+            removed = self._lock(cur, session_id)
+            cur.execute(
+                "DELETE FROM session_items WHERE session_id = %s AND ref = %s",
+                (session_id, _ref_key(ref)),
+            )
+            was_there = cur.rowcount > 0
+            if ref not in map(_ref, removed):
+                cur.execute(
+                    "UPDATE sessions SET removed = removed || %s::jsonb WHERE session_id = %s",
+                    (_dumps([ref.to_dict()]), session_id),
+                )
+            return was_there
+
+    # -- turns ------------------------------------------------------------------------------
+
+    def append_turn(self, session_id: str, turn: RequestContext) -> int:
+        with self._tx() as cur:
+            seq = self._bump(cur, session_id, "next_turn", 1)
+            cur.execute(
+                "INSERT INTO turns VALUES (%s, %s, %s, %s)",
+                (session_id, seq, turn.request_id, _dumps(turn.to_dict())),
+            )
+            return seq
+
+    def _turns(self, sql: str, args: tuple[Any, ...]) -> list[RequestContext]:
+        with self._tx() as cur:
+            cur.execute(sql, args)
+            rows = cur.fetchall()
+        return [RequestContext.from_dict(json.loads(r[0])) for r in rows]
+
+    def turn(self, session_id: str, request_id: str) -> RequestContext | None:
+        found = self._turns(
+            "SELECT data FROM turns WHERE session_id = %s AND request_id = %s ORDER BY seq LIMIT 1",
+            (session_id, request_id),
+        )
+        return found[0] if found else None
+
+    def turns(
+        self, session_id: str, offset: int = 0, limit: int | None = None
+    ) -> list[RequestContext]:
+        # Turns are never deleted, so a turn's seq is its position in the log.
+        end = 2**31 - 1 if limit is None else offset + limit
+        return self._turns(
+            "SELECT data FROM turns WHERE session_id = %s AND seq >= %s AND seq < %s ORDER BY seq",
+            (session_id, max(offset, 0), end),
+        )
+
+    def turn_count(self, session_id: str) -> int:
+        return self._counter(session_id, "next_turn")
+
+    def _counter(self, session_id: str, counter: str) -> int:
+        with self._tx() as cur:
+            cur.execute(f"SELECT {counter} FROM sessions WHERE session_id = %s", (session_id,))
+            row = cur.fetchone()
+        return int(row[0]) if row else 0
+
+    def last_turn(self, session_id: str) -> RequestContext | None:
+        found = self._turns(
+            "SELECT data FROM turns WHERE session_id = %s ORDER BY seq DESC LIMIT 1",
+            (session_id,),
+        )
+        return found[0] if found else None
+
+    # -- history messages -------------------------------------------------------------------
+
+    def append_messages(
+        self, session_id: str, messages: Sequence[MessageRecord]
+    ) -> tuple[int, ...]:
+        ids = [m.id for m in messages]
+        calls = [c for m in messages for c in m.call_ids]
+        _no_repeats(ids, "message id")
+        _no_repeats(calls, "tool call id")
+        with self._tx() as cur:
+            first = self._bump(cur, session_id, "next_message", len(messages))
+            used_ids, used_calls = _used(cur, session_id, ids, calls)
+            if used_ids:
+                raise DuplicateRecord(f"message id {min(used_ids)!r} is already used")
+            if used_calls:
+                raise DuplicateRecord(f"tool call id {min(used_calls)!r} is already used")
+            seqs = tuple(range(first, first + len(messages)))
+            self._insert_messages(cur, session_id, seqs, messages)
+            return seqs
+
+    def _insert_messages(
+        self,
+        cur: psycopg.Cursor[Any],
+        session_id: str,
+        seqs: Sequence[int],
+        messages: Sequence[MessageRecord],
+    ) -> None:
+        pairs = list(zip(seqs, messages, strict=True))
+        cur.executemany(
+            "INSERT INTO messages VALUES (%s, %s, %s, %s, %s)",
+            [(session_id, s, m.id, _dumps(dict(m.raw)), list(m.call_ids)) for s, m in pairs],
+        )
+        cur.executemany(
+            "INSERT INTO message_calls VALUES (%s, %s, %s)",
+            [(session_id, c, s) for s, m in pairs for c in m.call_ids],
+        )
+
+    def messages(
+        self, session_id: str, start: int = 0, end: int | None = None
+    ) -> list[MessageRecord]:
+        with self._tx() as cur:
+            cur.execute(
+                "SELECT seq, message_id, raw, call_ids FROM messages WHERE session_id = %s "
+                "AND seq >= %s AND seq < %s ORDER BY seq",
+                (session_id, start, 2**62 if end is None else end),
+            )
+            rows = cur.fetchall()
+        return [MessageRecord(i, json.loads(raw), tuple(c), int(s)) for s, i, raw, c in rows]
+
+    def message_count(self, session_id: str) -> int:
+        return self._counter(session_id, "next_message")
+
+    def used_ids(
+        self, session_id: str, message_ids: Iterable[str], call_ids: Iterable[str]
+    ) -> tuple[frozenset[str], frozenset[str]]:
+        with self._tx() as cur:
+            return _used(cur, session_id, list(message_ids), list(call_ids))
+
+    def replace_messages(self, session_id: str, messages: Sequence[MessageRecord]) -> None:
+        with self._tx() as cur:
+            self._lock(cur, session_id)
+            seqs = [m.seq for m in messages]
+            cur.execute(
+                "SELECT seq FROM messages WHERE session_id = %s AND seq = ANY(%s)",
+                (session_id, seqs),
+            )
+            missing = set(seqs) - {int(r[0]) for r in cur.fetchall()}
+            if missing:
+                raise StoreError(f"no stored message with seq {min(missing)!r} to replace")
+            cur.execute(
+                "DELETE FROM messages WHERE session_id = %s AND seq = ANY(%s)", (session_id, seqs)
+            )
+            cur.execute(
+                "DELETE FROM message_calls WHERE session_id = %s AND seq = ANY(%s)",
+                (session_id, seqs),
+            )
+            self._insert_messages(cur, session_id, seqs, messages)
+
+    def delete_messages(self, session_id: str, start: int, end: int | None = None) -> int:
+        stop = 2**62 if end is None else end
+        with self._tx() as cur:
+            self._lock(cur, session_id)
+            cur.execute(
+                "DELETE FROM messages WHERE session_id = %s AND seq >= %s AND seq < %s",
+                (session_id, start, stop),
+            )
+            count = cur.rowcount
+            cur.execute(
+                "DELETE FROM message_calls WHERE session_id = %s AND seq >= %s AND seq < %s",
+                (session_id, start, stop),
+            )
+            return count
+
+    # -- small JSON parts -------------------------------------------------------------------
+
+    def _part(self, session_id: str, kind: str) -> dict[str, Any] | None:
+        with self._tx() as cur:
+            cur.execute(
+                "SELECT data FROM session_parts WHERE session_id = %s AND kind = %s",
+                (session_id, kind),
+            )
+            row = cur.fetchone()
+        return json.loads(row[0]) if row else None
+
+    def _update_part(self, session_id: str, kind: str, change: JsonChange) -> dict[str, Any] | None:
+        with self._tx() as cur:
+            self._lock(cur, session_id)
+            cur.execute(
+                "SELECT data FROM session_parts WHERE session_id = %s AND kind = %s",
+                (session_id, kind),
+            )
+            row = cur.fetchone()
+            new = change(json.loads(row[0]) if row else None)
+            if new is None:
+                cur.execute(
+                    "DELETE FROM session_parts WHERE session_id = %s AND kind = %s",
+                    (session_id, kind),
+                )
+            else:
+                cur.execute(
+                    "INSERT INTO session_parts VALUES (%s, %s, %s) "
+                    "ON CONFLICT (session_id, kind) DO UPDATE SET data = excluded.data",
+                    (session_id, kind, _dumps(new)),
+                )
+            return new
+
+    def history_state(self, session_id: str) -> dict[str, Any] | None:
+        return self._part(session_id, "history")
+
+    def update_history_state(self, session_id: str, change: JsonChange) -> dict[str, Any] | None:
+        return self._update_part(session_id, "history", change)
+
+    def snapshot(self, session_id: str) -> dict[str, Any] | None:
+        return self._part(session_id, "snapshot")
+
+    def update_snapshot(self, session_id: str, change: JsonChange) -> dict[str, Any] | None:
+        return self._update_part(session_id, "snapshot", change)
+
+    # -- recorded calls and usage events ----------------------------------------------------
+
+    def append_call(self, session_id: str, call: Mapping[str, Any]) -> int:
+        with self._tx() as cur:
+            seq = self._bump(cur, session_id, "next_call", 1)
+            cur.execute(
+                "INSERT INTO calls VALUES (%s, %s, %s)", (session_id, seq, _dumps(dict(call)))
+            )
+            return seq
+
+    def calls(self, session_id: str) -> list[dict[str, Any]]:
+        with self._tx() as cur:
+            cur.execute(
+                "SELECT seq, data FROM calls WHERE session_id = %s ORDER BY seq", (session_id,)
+            )
+            rows = cur.fetchall()
+        return [{**json.loads(data), "seq": int(seq)} for seq, data in rows]
+
+    def append_usage_event(self, session_id: str | None, event: Mapping[str, Any]) -> int:
+        with self._tx() as cur:
+            if session_id is not None:
+                cur.execute(
+                    "SELECT 1 FROM sessions WHERE session_id = %s FOR KEY SHARE", (session_id,)
+                )
+                if cur.fetchone() is None:
+                    raise _unknown(session_id)
+            # The counter row is locked until commit: events are numbered in commit order.
+            cur.execute(
+                "UPDATE counters SET value = value + 1 WHERE name = 'usage' RETURNING value - 1"
+            )
+            seq = _one(cur)
+            cur.execute(
+                "INSERT INTO usage_events VALUES (%s, %s, %s)",
+                (seq, session_id, _dumps(dict(event))),
+            )
+            return seq
+
+    def usage_events(self, session_id: str | None = None) -> list[dict[str, Any]]:
+        with self._tx() as cur:
+            if session_id is None:
+                cur.execute("SELECT seq, session_id, data FROM usage_events ORDER BY seq")
+            else:
+                cur.execute(
+                    "SELECT seq, session_id, data FROM usage_events WHERE session_id = %s "
+                    "ORDER BY seq",
+                    (session_id,),
+                )
+            rows = cur.fetchall()
+        return [{**json.loads(d), "seq": int(s), "session_id": sid} for s, sid, d in rows]
+
+    # -- shared embedding cache -------------------------------------------------------------
+
+    def get_embeddings(self, model: str, hashes: Iterable[str]) -> dict[str, bytes]:
+        wanted = list(hashes)
+        if not wanted:
+            return {}
+        with self._tx() as cur:
+            cur.execute(
+                "SELECT text_hash, vector FROM embeddings WHERE model = %s AND text_hash = ANY(%s)",
+                (model, wanted),
+            )
+            return {h: bytes(v) for h, v in cur.fetchall()}
+
+    def put_embeddings(self, model: str, vectors: Mapping[str, bytes]) -> None:
+        if not vectors:
+            return
+        # Sorted keys: two replicas caching overlapping batches lock rows in one order.
+        rows = [(model, h, bytes(vectors[h])) for h in sorted(vectors)]
+        with self._tx() as cur:
+            cur.executemany(
+                "INSERT INTO embeddings VALUES (%s, %s, %s) ON CONFLICT DO NOTHING", rows
+            )
+
+    def close(self) -> None:
+        """Close every pooled connection."""
+        self._pool.close()
+
+
+def _one(cur: psycopg.Cursor[Any]) -> int:
+    row = cur.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _no_repeats(values: Sequence[str], what: str) -> None:
+    seen: set[str] = set()
+    for value in values:
+        if value in seen:
+            raise DuplicateRecord(f"{what} {value!r} is already used")
+        seen.add(value)
+
+
+def _used(
+    cur: psycopg.Cursor[Any], session_id: str, message_ids: list[str], call_ids: list[str]
+) -> tuple[frozenset[str], frozenset[str]]:
+    """Which of the ids the session already uses (one query for both kinds)."""
+    if not message_ids and not call_ids:
+        return frozenset(), frozenset()
+    cur.execute(
+        "SELECT 'm', message_id FROM messages WHERE session_id = %s AND message_id = ANY(%s) "
+        "UNION ALL SELECT 'c', call_id FROM message_calls WHERE session_id = %s "
+        "AND call_id = ANY(%s)",
+        (session_id, message_ids, session_id, call_ids),
+    )
+    rows = cur.fetchall()
+    return frozenset(v for k, v in rows if k == "m"), frozenset(v for k, v in rows if k == "c")

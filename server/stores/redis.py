@@ -1,0 +1,593 @@
+"""Sessions in Redis, shared by every broker replica that points at the same server.
+
+Every write is one Lua script (or a ``WATCH``/``MULTI``/``EXEC`` transaction for the small JSON
+parts, whose new value is computed here): Redis runs a script alone, so writers to one session
+from any number of processes never interleave, sequence numbers come from ``HINCRBY`` or
+``RPUSH`` inside the script, and nothing is read and rewritten whole.
+
+Durability is the server's: with ``appendonly yes`` and ``appendfsync always`` Redis writes a
+command to its append-only file and fsyncs it before it replies, so an acknowledged write
+survives a crash of the server or the machine. With ``appendfsync everysec`` (Redis' default
+when the AOF is on) up to a second of acknowledged writes can be lost; without the AOF, all
+writes since the last snapshot. Opening the store logs a warning when the server is not set up
+for ``always``.
+
+Keys (prefix ``cb:``; a session's keys share the hash tag ``{session_id}``)::
+
+    cb:version                       schema version of this layout
+    cb:sessions, cb:session_ord      zset of session ids by creation order, and its counter
+    cb:s:{id}:h                      hash: meta (JSON), next_msg
+    cb:s:{id}:items / :item          list of ref keys in order / hash ref key -> item JSON
+    cb:s:{id}:removed                list of ref keys removed by hand
+    cb:s:{id}:turns / :turnidx       list of turn JSON / hash request id -> seq
+    cb:s:{id}:msg / :msgseq          hash seq -> message JSON / zset of seqs
+    cb:s:{id}:msgids / :callids      hash message id -> seq / hash tool call id -> seq
+    cb:s:{id}:parts                  hash "history" / "snapshot" -> JSON
+    cb:s:{id}:calls / :usage         list of call JSON / list of usage event seqs
+    cb:usage                         list of every usage event (index = seq)
+    cb:emb:<model>                   hash text hash -> float32 vector bytes
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import redis
+
+from contextcore.items import ItemRef, parse_item_type
+from contextcore.sessions import RequestContext, SessionItem
+from contextcore.store import (
+    DuplicateRecord,
+    JsonChange,
+    MessageRecord,
+    SessionHeader,
+    StoreError,
+    StoreUnavailable,
+    UnknownSession,
+)
+
+from ._url import describe_url, scrub
+
+__all__ = ["SCHEMA_VERSION", "RedisSessionStore"]
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+_P = "cb:"
+
+_CREATE = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'meta', ARGV[2], 'next_msg', 0)
+redis.call('ZADD', KEYS[4], redis.call('INCR', KEYS[5]), ARGV[1])
+local nr = tonumber(ARGV[3])
+for i = 1, nr do redis.call('RPUSH', KEYS[6], ARGV[3 + i]) end
+for i = 4 + nr, #ARGV, 2 do
+  if redis.call('HSETNX', KEYS[3], ARGV[i], ARGV[i + 1]) == 1 then
+    redis.call('RPUSH', KEYS[2], ARGV[i])
+  end
+end
+return 1
+"""
+_ADD_ITEMS = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local added = {}
+for i = 1, #ARGV, 2 do
+  if redis.call('HSETNX', KEYS[3], ARGV[i], ARGV[i + 1]) == 1 then
+    redis.call('RPUSH', KEYS[2], ARGV[i])
+    redis.call('LREM', KEYS[4], 0, ARGV[i])
+    added[#added + 1] = ARGV[i]
+  end
+end
+return added
+"""
+_REMOVE_ITEM = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local was = redis.call('HDEL', KEYS[3], ARGV[1])
+if was == 1 then redis.call('LREM', KEYS[2], 0, ARGV[1]) end
+if not redis.call('LPOS', KEYS[4], ARGV[1]) then redis.call('RPUSH', KEYS[4], ARGV[1]) end
+return was
+"""
+_APPEND = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local seq = redis.call('RPUSH', KEYS[2], ARGV[1]) - 1
+if KEYS[3] then redis.call('HSETNX', KEYS[3], ARGV[2], seq) end
+return seq
+"""
+_APPEND_MESSAGES = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local batch = cjson.decode(ARGV[1])
+for _, m in ipairs(batch) do
+  if redis.call('HEXISTS', KEYS[4], m[1]) == 1 then return {'message id', m[1]} end
+  for _, c in ipairs(m[3]) do
+    if redis.call('HEXISTS', KEYS[5], c) == 1 then return {'tool call id', c} end
+  end
+end
+local first = redis.call('HINCRBY', KEYS[1], 'next_msg', #batch) - #batch
+for k, m in ipairs(batch) do
+  local seq = first + k - 1
+  redis.call('HSET', KEYS[2], seq, m[2])
+  redis.call('ZADD', KEYS[3], seq, seq)
+  redis.call('HSET', KEYS[4], m[1], seq)
+  for _, c in ipairs(m[3]) do redis.call('HSET', KEYS[5], c, seq) end
+end
+return first
+"""
+_FORGET = """
+local function forget(seq)
+  local old = cjson.decode(redis.call('HGET', KEYS[2], seq))
+  if redis.call('HGET', KEYS[4], old['id']) == tostring(seq) then
+    redis.call('HDEL', KEYS[4], old['id'])
+  end
+  for _, c in ipairs(old['call_ids']) do
+    if redis.call('HGET', KEYS[5], c) == tostring(seq) then redis.call('HDEL', KEYS[5], c) end
+  end
+end
+"""
+_REPLACE_MESSAGES = (
+    _FORGET
+    + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local batch = cjson.decode(ARGV[1])
+for _, m in ipairs(batch) do
+  if redis.call('HEXISTS', KEYS[2], m[4]) == 0 then return {'missing', m[4]} end
+end
+for _, m in ipairs(batch) do forget(m[4]) end
+for _, m in ipairs(batch) do
+  redis.call('HSET', KEYS[2], m[4], m[2])
+  redis.call('HSET', KEYS[4], m[1], m[4])
+  for _, c in ipairs(m[3]) do redis.call('HSET', KEYS[5], c, m[4]) end
+end
+return {'ok'}
+"""
+)
+_DELETE_MESSAGES = (
+    _FORGET
+    + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local seqs = redis.call('ZRANGEBYSCORE', KEYS[3], ARGV[1], ARGV[2])
+for _, seq in ipairs(seqs) do
+  forget(seq)
+  redis.call('HDEL', KEYS[2], seq)
+  redis.call('ZREM', KEYS[3], seq)
+end
+return #seqs
+"""
+)
+_READ_MESSAGES = """
+local out = {}
+for _, seq in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[1], ARGV[2])) do
+  out[#out + 1] = seq
+  out[#out + 1] = redis.call('HGET', KEYS[2], seq)
+end
+return out
+"""
+_APPEND_USAGE = """
+if KEYS[2] and redis.call('EXISTS', KEYS[2]) == 0 then return false end
+local seq = redis.call('RPUSH', KEYS[1], ARGV[1]) - 1
+if KEYS[3] then redis.call('RPUSH', KEYS[3], seq) end
+return seq
+"""
+_READ_USAGE = """
+local out = {}
+for _, seq in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
+  out[#out + 1] = seq
+  out[#out + 1] = redis.call('LINDEX', KEYS[2], seq)
+end
+return out
+"""
+_PUT_EMBEDDINGS = """
+for i = 1, #ARGV, 2 do redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1]) end
+return 1
+"""
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _ref_key(ref: ItemRef) -> str:
+    return _dumps([ref.type, ref.name, ref.server])
+
+
+def _ref(key: bytes | str) -> ItemRef:
+    kind, name, server = json.loads(key)
+    return ItemRef(parse_item_type(kind), name, server)
+
+
+def _unknown(session_id: str) -> UnknownSession:
+    return UnknownSession(
+        f"unknown session_id {session_id!r}; create one with create_session", field="session_id"
+    )
+
+
+class _Keys:
+    """The keys of one session."""
+
+    def __init__(self, session_id: str) -> None:
+        base = f"{_P}s:{{{session_id}}}:"
+        self.h, self.items, self.item = base + "h", base + "items", base + "item"
+        self.removed, self.turns, self.turnidx = base + "removed", base + "turns", base + "turnidx"
+        self.msg, self.msgseq = base + "msg", base + "msgseq"
+        self.msgids, self.callids = base + "msgids", base + "callids"
+        self.parts, self.calls, self.usage = base + "parts", base + "calls", base + "usage"
+
+
+class RedisSessionStore:
+    """A :class:`~contextcore.store.SessionStore` in a Redis server (safe across threads and
+    processes)."""
+
+    def __init__(self, url: str, *, timeout: float = 10.0) -> None:
+        self._url = url
+        self.where = describe_url(url)
+        self._r = redis.Redis.from_url(
+            url, socket_timeout=timeout, socket_connect_timeout=timeout, health_check_interval=30
+        )
+        self._scripts = {
+            name: self._r.register_script(src)
+            for name, src in {
+                "create": _CREATE,
+                "add_items": _ADD_ITEMS,
+                "remove_item": _REMOVE_ITEM,
+                "append": _APPEND,
+                "append_messages": _APPEND_MESSAGES,
+                "replace_messages": _REPLACE_MESSAGES,
+                "delete_messages": _DELETE_MESSAGES,
+                "read_messages": _READ_MESSAGES,
+                "append_usage": _APPEND_USAGE,
+                "read_usage": _READ_USAGE,
+                "put_embeddings": _PUT_EMBEDDINGS,
+            }.items()
+        }
+        try:
+            with self._guard():
+                self._check_version()
+                self._check_durability()
+        except BaseException:
+            self._r.close()
+            raise
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    @contextmanager
+    def _guard(self) -> Iterator[None]:
+        """Turn the client's errors into store errors that name the server, never the URL."""
+        try:
+            yield
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise StoreUnavailable(
+                f"the Redis session store at {self.where!r} cannot be reached "
+                f"({scrub(str(exc), self._url)}); check that the server runs and "
+                "[persistence] url"
+            ) from None
+        except redis.ReadOnlyError:
+            raise StoreUnavailable(
+                f"the Redis session store at {self.where!r} is a read-only replica; point "
+                "[persistence] url at the primary"
+            ) from None
+        except redis.ResponseError as exc:
+            text = scrub(str(exc), self._url)
+            if text.startswith(("MISCONF", "NOAUTH", "WRONGPASS", "NOPERM")):
+                raise StoreUnavailable(
+                    f"the Redis session store at {self.where!r} refuses writes ({text}); "
+                    "fix the server's persistence or the credentials in [persistence] url"
+                ) from None
+            raise StoreError(f"the Redis session store at {self.where!r} failed: {text}") from None
+        except redis.RedisError as exc:
+            raise StoreError(
+                f"the Redis session store at {self.where!r} failed: {scrub(str(exc), self._url)}"
+            ) from None
+
+    def _run(self, name: str, keys: Sequence[str], args: Sequence[Any] = ()) -> Any:
+        with self._guard():
+            return self._scripts[name](keys=list(keys), args=list(args))
+
+    def _check_version(self) -> None:
+        self._r.set(_P + "version", SCHEMA_VERSION, nx=True)
+        found = int(self._r.get(_P + "version") or 0)
+        if found > SCHEMA_VERSION:
+            raise StoreError(
+                f"the Redis session store at {self.where!r} has layout version {found}, newer "
+                f"than this broker's {SCHEMA_VERSION}; upgrade the broker or use another "
+                "database"
+            )
+
+    def _check_durability(self) -> None:
+        try:
+            config: dict[Any, Any] = dict(self._r.config_get("append*"))
+        except redis.ResponseError:
+            log.warning(
+                "session store %s: cannot read the server's appendonly/appendfsync settings; "
+                "writes are only as durable as the server is configured",
+                self.where,
+            )
+            return
+        aof = config.get(b"appendonly", config.get("appendonly"))
+        sync = config.get(b"appendfsync", config.get("appendfsync"))
+        if aof not in (b"yes", "yes") or sync not in (b"always", "always"):
+            log.warning(
+                "session store %s: Redis runs with appendonly=%s appendfsync=%s; acknowledged "
+                "writes can be lost if the server stops abruptly (set appendonly yes and "
+                "appendfsync always)",
+                self.where,
+                _text(aof),
+                _text(sync),
+            )
+
+    # -- header and items -------------------------------------------------------------------
+
+    def create_session(self, header: SessionHeader, items: Sequence[SessionItem]) -> None:
+        h = header
+        k = _Keys(h.session_id)
+        meta = _dumps({"agent": h.agent, "created_at": h.created_at, "preset": h.preset})
+        args: list[Any] = [h.session_id, meta, len(h.removed), *map(_ref_key, h.removed)]
+        for item in items:
+            args += [_ref_key(item.ref), _dumps(item.to_dict())]
+        keys = [k.h, k.items, k.item, _P + "sessions", _P + "session_ord", k.removed]
+        if not self._run("create", keys, args):
+            raise StoreError(f"session {h.session_id!r} already exists")
+
+    def header(self, session_id: str) -> SessionHeader | None:
+        k = _Keys(session_id)
+        with self._guard():
+            pipe = self._r.pipeline(transaction=True)
+            pipe.hget(k.h, "meta")
+            pipe.lrange(k.removed, 0, -1)
+            meta, removed = pipe.execute()
+        if meta is None:
+            return None
+        m = json.loads(meta)
+        refs = tuple(map(_ref, removed))
+        return SessionHeader(session_id, m["agent"], m["created_at"], m["preset"], refs)
+
+    def list_session_ids(self) -> list[str]:
+        with self._guard():
+            return [_text(s) for s in self._r.zrange(_P + "sessions", 0, -1)]
+
+    def items(self, session_id: str) -> tuple[SessionItem, ...]:
+        k = _Keys(session_id)
+        with self._guard():
+            pipe = self._r.pipeline(transaction=True)
+            pipe.lrange(k.items, 0, -1)
+            pipe.hgetall(k.item)
+            order, by_key = pipe.execute()
+        return tuple(SessionItem.from_dict(json.loads(by_key[key])) for key in order)
+
+    def add_items(self, session_id: str, items: Sequence[SessionItem]) -> tuple[SessionItem, ...]:
+        k = _Keys(session_id)
+        by_key: dict[str, SessionItem] = {}
+        for item in items:
+            by_key.setdefault(_ref_key(item.ref), item)
+        args = [v for key, item in by_key.items() for v in (key, _dumps(item.to_dict()))]
+        added = self._run("add_items", [k.h, k.items, k.item, k.removed], args)
+        if added is None:
+            raise _unknown(session_id)
+        return tuple(by_key[_text(key)] for key in added)
+
+    def remove_item(self, session_id: str, ref: ItemRef) -> bool:
+        k = _Keys(session_id)
+        was = self._run("remove_item", [k.h, k.items, k.item, k.removed], [_ref_key(ref)])
+        if was is None:
+            raise _unknown(session_id)
+        return bool(was)
+
+    # -- turns ------------------------------------------------------------------------------
+
+    def append_turn(self, session_id: str, turn: RequestContext) -> int:
+        k = _Keys(session_id)
+        seq = self._run(
+            "append", [k.h, k.turns, k.turnidx], [_dumps(turn.to_dict()), turn.request_id]
+        )
+        if seq is None:
+            raise _unknown(session_id)
+        return int(seq)
+
+    def turn(self, session_id: str, request_id: str) -> RequestContext | None:
+        k = _Keys(session_id)
+        with self._guard():
+            seq = self._r.hget(k.turnidx, request_id)
+            data = None if seq is None else self._r.lindex(k.turns, int(seq))
+        return None if data is None else RequestContext.from_dict(json.loads(data))
+
+    def turns(
+        self, session_id: str, offset: int = 0, limit: int | None = None
+    ) -> list[RequestContext]:
+        if limit is not None and limit <= 0:
+            return []
+        start = max(offset, 0)
+        end = -1 if limit is None else start + limit - 1
+        with self._guard():
+            rows = self._r.lrange(_Keys(session_id).turns, start, end)
+        return [RequestContext.from_dict(json.loads(r)) for r in rows]
+
+    def turn_count(self, session_id: str) -> int:
+        with self._guard():
+            return int(self._r.llen(_Keys(session_id).turns))
+
+    def last_turn(self, session_id: str) -> RequestContext | None:
+        with self._guard():
+            data = self._r.lindex(_Keys(session_id).turns, -1)
+        return None if data is None else RequestContext.from_dict(json.loads(data))
+
+    # -- history messages -------------------------------------------------------------------
+
+    def append_messages(
+        self, session_id: str, messages: Sequence[MessageRecord]
+    ) -> tuple[int, ...]:
+        _no_repeats([m.id for m in messages], "message id")
+        _no_repeats([c for m in messages for c in m.call_ids], "tool call id")
+        k = _Keys(session_id)
+        batch = _dumps([[m.id, _message_json(m), list(m.call_ids)] for m in messages])
+        found = self._run("append_messages", [k.h, k.msg, k.msgseq, k.msgids, k.callids], [batch])
+        if found is None:
+            raise _unknown(session_id)
+        if isinstance(found, list):
+            what, value = (_text(v) for v in found)
+            raise DuplicateRecord(f"{what} {value!r} is already used")
+        return tuple(range(int(found), int(found) + len(messages)))
+
+    def messages(
+        self, session_id: str, start: int = 0, end: int | None = None
+    ) -> list[MessageRecord]:
+        k = _Keys(session_id)
+        stop = "+inf" if end is None else f"({end}"
+        flat = self._run("read_messages", [k.msgseq, k.msg], [max(start, 0), stop])
+        out = []
+        for seq, row in zip(flat[::2], flat[1::2], strict=True):
+            m = json.loads(row)
+            out.append(MessageRecord(m["id"], m["raw"], tuple(m["call_ids"]), int(seq)))
+        return out
+
+    def message_count(self, session_id: str) -> int:
+        with self._guard():
+            found = self._r.hget(_Keys(session_id).h, "next_msg")
+        return int(found) if found is not None else 0
+
+    def used_ids(
+        self, session_id: str, message_ids: Iterable[str], call_ids: Iterable[str]
+    ) -> tuple[frozenset[str], frozenset[str]]:
+        k = _Keys(session_id)
+        return self._present(k.msgids, list(message_ids)), self._present(k.callids, list(call_ids))
+
+    def _present(self, key: str, fields: list[str]) -> frozenset[str]:
+        if not fields:
+            return frozenset()
+        with self._guard():
+            found = self._r.hmget(key, fields)
+        return frozenset(f for f, v in zip(fields, found, strict=True) if v is not None)
+
+    def replace_messages(self, session_id: str, messages: Sequence[MessageRecord]) -> None:
+        k = _Keys(session_id)
+        batch = _dumps([[m.id, _message_json(m), list(m.call_ids), m.seq] for m in messages])
+        keys = [k.h, k.msg, k.msgseq, k.msgids, k.callids]
+        found = self._run("replace_messages", keys, [batch])
+        if found is None:
+            raise _unknown(session_id)
+        if _text(found[0]) == "missing":
+            raise StoreError(f"no stored message with seq {int(found[1])!r} to replace")
+
+    def delete_messages(self, session_id: str, start: int, end: int | None = None) -> int:
+        k = _Keys(session_id)
+        stop = "+inf" if end is None else f"({end}"
+        keys = [k.h, k.msg, k.msgseq, k.msgids, k.callids]
+        count = self._run("delete_messages", keys, [start, stop])
+        if count is None:
+            raise _unknown(session_id)
+        return int(count)
+
+    # -- small JSON parts -------------------------------------------------------------------
+
+    def _part(self, session_id: str, kind: str) -> dict[str, Any] | None:
+        with self._guard():
+            data = self._r.hget(_Keys(session_id).parts, kind)
+        return None if data is None else json.loads(data)
+
+    def _update_part(self, session_id: str, kind: str, change: JsonChange) -> dict[str, Any] | None:
+        k = _Keys(session_id)
+        result: list[dict[str, Any] | None] = []
+
+        def attempt(pipe: redis.client.Pipeline) -> None:
+            # Runs again from the top if another client touches the watched keys before EXEC.
+            result.clear()
+            if not pipe.exists(k.h):
+                raise _unknown(session_id)
+            data = pipe.hget(k.parts, kind)
+            new = change(None if data is None else json.loads(data))
+            pipe.multi()
+            if new is None:
+                pipe.hdel(k.parts, kind)
+            else:
+                pipe.hset(k.parts, kind, _dumps(new))
+            result.append(new)
+
+        with self._guard():
+            self._r.transaction(attempt, k.h, k.parts)
+        return result[0]
+
+    def history_state(self, session_id: str) -> dict[str, Any] | None:
+        return self._part(session_id, "history")
+
+    def update_history_state(self, session_id: str, change: JsonChange) -> dict[str, Any] | None:
+        return self._update_part(session_id, "history", change)
+
+    def snapshot(self, session_id: str) -> dict[str, Any] | None:
+        return self._part(session_id, "snapshot")
+
+    def update_snapshot(self, session_id: str, change: JsonChange) -> dict[str, Any] | None:
+        return self._update_part(session_id, "snapshot", change)
+
+    # -- recorded calls and usage events ----------------------------------------------------
+
+    def append_call(self, session_id: str, call: Mapping[str, Any]) -> int:
+        k = _Keys(session_id)
+        seq = self._run("append", [k.h, k.calls], [_dumps(dict(call))])
+        if seq is None:
+            raise _unknown(session_id)
+        return int(seq)
+
+    def calls(self, session_id: str) -> list[dict[str, Any]]:
+        with self._guard():
+            rows = self._r.lrange(_Keys(session_id).calls, 0, -1)
+        return [{**json.loads(r), "seq": i} for i, r in enumerate(rows)]
+
+    def append_usage_event(self, session_id: str | None, event: Mapping[str, Any]) -> int:
+        data = _dumps({"session_id": session_id, "event": dict(event)})
+        keys = [_P + "usage"]
+        if session_id is not None:
+            keys += [_Keys(session_id).h, _Keys(session_id).usage]
+        seq = self._run("append_usage", keys, [data])
+        if seq is None:
+            raise _unknown(session_id or "")
+        return int(seq)
+
+    def usage_events(self, session_id: str | None = None) -> list[dict[str, Any]]:
+        if session_id is None:
+            with self._guard():
+                rows = list(enumerate(self._r.lrange(_P + "usage", 0, -1)))
+        else:
+            flat = self._run("read_usage", [_Keys(session_id).usage, _P + "usage"])
+            rows = [(int(seq), row) for seq, row in zip(flat[::2], flat[1::2], strict=True)]
+        out = []
+        for seq, row in rows:
+            e = json.loads(row)
+            out.append({**e["event"], "seq": seq, "session_id": e["session_id"]})
+        return out
+
+    # -- shared embedding cache -------------------------------------------------------------
+
+    def get_embeddings(self, model: str, hashes: Iterable[str]) -> dict[str, bytes]:
+        wanted = list(hashes)
+        if not wanted:
+            return {}
+        with self._guard():
+            found: list[Any] = list(self._r.hmget(f"{_P}emb:{model}", wanted))
+        return {h: bytes(v) for h, v in zip(wanted, found, strict=True) if v is not None}
+
+    def put_embeddings(self, model: str, vectors: Mapping[str, bytes]) -> None:
+        if not vectors:
+            return
+        args = [v for h, vec in vectors.items() for v in (h, bytes(vec))]
+        self._run("put_embeddings", [f"{_P}emb:{model}"], args)
+
+    def close(self) -> None:
+        """Close the client's connections."""
+        self._r.close()
+
+
+def _message_json(m: MessageRecord) -> str:
+    return _dumps({"id": m.id, "raw": dict(m.raw), "call_ids": list(m.call_ids)})
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _no_repeats(values: Sequence[str], what: str) -> None:
+    seen: set[str] = set()
+    for value in values:
+        if value in seen:
+            raise DuplicateRecord(f"{what} {value!r} is already used")
+        seen.add(value)
