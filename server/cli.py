@@ -25,6 +25,7 @@ from contextcore.factory import build_broker, build_search, default_model_dir, r
 from contextcore.loaders import load_catalog_json
 
 from .gateway import GatewayError
+from .install import CLIENTS, InstallError, install
 from .model_setup import prepare_model_dir
 
 __all__ = ["main"]
@@ -110,6 +111,7 @@ def _parser() -> argparse.ArgumentParser:
     stats.add_argument("--json", action="store_true", help="print one JSON object")
 
     _tools_parser(sub)
+    _install_parser(sub)
 
     setup = sub.add_parser(
         "setup-model", help="prepare the embedding model without a model hub", parents=[common]
@@ -130,6 +132,44 @@ def _tools_parser(sub: Any) -> None:
         where = action.add_mutually_exclusive_group()
         where.add_argument("--config", type=Path, help="the broker config (its [gateway] pin_file)")
         where.add_argument("--pin-file", type=Path, help="the pin file itself")
+
+
+def _install_parser(sub: Any) -> None:
+    parser = sub.add_parser(
+        "install",
+        help="add the broker to an MCP host's config (merged, with a backup)",
+        description="Writes the host's entry for `context-broker serve --config FILE` with "
+        "absolute paths, keeping the other servers and a backup of the previous file.",
+    )
+    parser.add_argument("--client", required=True, choices=CLIENTS, help="the MCP host")
+    _add_config(parser)
+    parser.add_argument(
+        "--scope",
+        choices=["project", "user"],
+        default=None,
+        help="project file (under the current folder) or the user's; default: user for "
+        "claude-desktop and cursor, project for vscode and claude-code",
+    )
+    parser.add_argument("--path", type=Path, default=None, help="the host file to write")
+    parser.add_argument("--name", default="context-broker", help="the server's name")
+    parser.add_argument("--dry-run", action="store_true", help="print the entry, write nothing")
+
+
+def _cmd_install(args: argparse.Namespace) -> int:
+    result = install(
+        args.client,
+        args.config,
+        path=args.path,
+        scope=args.scope,
+        name=args.name,
+        dry_run=args.dry_run,
+    )
+    if args.dry_run:
+        print(json.dumps({result.servers_key: {result.name: result.entry}}, indent=2))
+        print(result.describe(), file=sys.stderr)
+    else:
+        print(result.describe())
+    return 0
 
 
 def _cmd_tools(args: argparse.Namespace) -> int:
@@ -257,10 +297,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "stats": _cmd_stats,
         "serve": _cmd_serve,
         "tools": _cmd_tools,
+        "install": _cmd_install,
     }
     try:
         return commands[args.command](args)
-    except (ContextCoreError, GatewayError) as exc:
+    except (ContextCoreError, GatewayError, InstallError) as exc:
         print(f"context-broker: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
