@@ -548,6 +548,18 @@ class PostgresSessionStore:
                 "INSERT INTO embeddings VALUES (%s, %s, %s) ON CONFLICT DO NOTHING", rows
             )
 
+    def check_writable(self) -> None:
+        """``StoreUnavailable`` if the server cannot be reached or takes no writes (a standby,
+        or ``default_transaction_read_only``)."""
+        with self._tx() as cur:
+            cur.execute("SELECT pg_is_in_recovery(), current_setting('transaction_read_only')")
+            row = cur.fetchone()
+        if row is None or row[0] or row[1] == "on":
+            raise StoreUnavailable(
+                f"the PostgreSQL session store at {self.where!r} is read-only; point "
+                "[persistence] url at the primary server"
+            )
+
     def close(self) -> None:
         """Close every pooled connection."""
         self._pool.close()

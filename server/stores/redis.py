@@ -572,6 +572,11 @@ class RedisSessionStore:
         args = [v for h, vec in vectors.items() for v in (h, bytes(vec))]
         self._run("put_embeddings", [f"{_P}emb:{model}"], args)
 
+    def check_writable(self) -> None:
+        """``StoreUnavailable`` if the server cannot be reached or refuses a write."""
+        with self._guard():
+            self._r.set(_P + "probe", "1")
+
     def close(self) -> None:
         """Close the client's connections."""
         self._r.close()
