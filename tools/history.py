@@ -287,6 +287,7 @@ class SummarizeOut(Out):
     provider: str | None = Field(description="Who wrote the new summary.")
     summary: SummaryOut | None = Field(description="The summary now in force.")
     attempts: list[AttemptOut]
+    forced: bool = Field(False, description="True when force was given.")
 
 
 def _summarize(ctx: ToolContext, args: SummarizeArgs) -> SummarizeOut:
@@ -312,6 +313,7 @@ def _summarize(ctx: ToolContext, args: SummarizeArgs) -> SummarizeOut:
         provider=update.provider,
         summary=SummaryOut.of(result.summary),
         attempts=update.attempts,
+        forced=args.force,
     )
 
 
@@ -338,6 +340,11 @@ def _summarize_messages(ctx: ToolContext, args: SummarizeArgs) -> SummarizeOut:
 def _summarize_text(out: SummarizeOut) -> str:
     if out.updated and out.summary is not None:
         return f"Summary by {out.provider} ({out.summary.covered} messages):\n{out.summary.text}"
+    if out.reason is None and out.forced:
+        return (
+            "Nothing to summarize: no message lies between the summary and the most recent "
+            "messages, which are kept as they are ([history] keep_recent)."
+        )
     if out.reason is None:
         return "No summary due yet (pass force=true to summarize now)."
     failed = "; ".join(f"{a.provider}: {a.error}" for a in out.attempts if a.error)

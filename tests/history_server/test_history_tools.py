@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import pytest
 from history_env import HistoryEnv
 from mcp import Client
@@ -96,6 +97,22 @@ async def test_a_conversation_round_trips_through_the_tools(env: HistoryEnv) -> 
         cleared = await call(client, "clear_history", session_id=sid)
         assert cleared["cleared"] and cleared["message_count"] == 6
         assert (await call(client, "get_history", session_id=sid))["messages"] == []
+
+
+async def test_a_forced_summary_with_nothing_new_says_there_is_nothing_to_summarize(
+    env: HistoryEnv,
+) -> None:
+    async with env.client() as client:
+        sid = await new_session(client)
+        await call(client, "append_messages", session_id=sid, messages=chat(8))
+        assert (await call(client, "summarize_history", session_id=sid, force=True))["updated"]
+        with anyio.fail_after(10):
+            again = await client.call_tool("summarize_history", {"session_id": sid, "force": True})
+            not_due = await client.call_tool("summarize_history", {"session_id": sid})
+    assert again.structured_content is not None and not again.structured_content["updated"]
+    text = again.content[0].text  # type: ignore[union-attr]
+    assert text.startswith("Nothing to summarize") and "force=true" not in text
+    assert not_due.content[0].text.startswith("No summary due yet")  # type: ignore[union-attr]
 
 
 async def test_summaries_through_the_tools_report_their_provider(env: HistoryEnv) -> None:
