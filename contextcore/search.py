@@ -23,6 +23,7 @@ from .embedding_cache import EmbeddingCache, MemoryEmbeddingCache
 from .errors import ContextCoreError, SearchInputError
 from .index import ChunkIndex, IndexStats, Layout
 from .items import IncludeMode, ItemRef, ItemType, parse_item_type
+from .learning import UsageLearner
 from .presets import PresetName
 
 __all__ = ["MinScore", "SearchEngine", "SearchHit", "SearchMode", "SearchResult", "SearchSettings"]
@@ -87,8 +88,10 @@ class SearchEngine:
         *,
         cache: EmbeddingCache | None = None,
         settings: SearchSettings | None = None,
+        learner: UsageLearner | None = None,
     ) -> None:
         self.catalog = catalog
+        self.learner = learner  # adds what usage taught to the fused score before selection
         self.embedder = embedder
         self.settings = settings or SearchSettings()
         self._index = ChunkIndex(cache or MemoryEmbeddingCache())
@@ -206,6 +209,8 @@ class SearchEngine:
             fused = dense + s.lexical_weight * lexical if s.mode == "hybrid" else dense.copy()
         if mask is not None:
             fused[~mask[layout.owner]] = -np.inf
+        if self.learner is not None and dense is not None and query_vector is not None:
+            self.learner.adjust(query, query_vector, fused, layout)
         chosen = _top_items(fused, layout.owner, s.top_k, s.top_n)
         if dense is not None and apply_include_score:
             chosen = _with_include_score(chosen, dense, fused, layout.owner, s.include_score)

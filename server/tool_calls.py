@@ -55,7 +55,7 @@ def describe_validation_error(exc: ValidationError) -> str:
 
 def _describe_core(exc: ContextCoreError) -> str:
     message = exc.message
-    if exc.field and not message.startswith(f"{exc.field}:"):
+    if exc.field and not message.startswith((f"{exc.field}:", f"{exc.field} ")):
         message = f"{exc.field}: {message}"
     return message
 

@@ -1,0 +1,331 @@
+"""Learning from usage: each item represented by the requests that led to its use.
+
+An item's usage representation is the (decayed) sum of the normalized embeddings of the
+requests it was used for, kept per session so forgetting one session is exact, plus a ring of
+its most recent requests (at most ``max_requests_per_item``) for a nearest-request vote. At
+search time the usage score
+
+    usage = 0.75 * cos(query, centroid) + 0.25 * max cos(query, recent request)
+
+is added to an item's hybrid score with the weight ``weight * n / (n + 5)`` (``n`` its decayed
+count of learned requests; 0 below ``min_evidence``), so an item without history ranks exactly
+as it did without learning. The nearest-request vote is computed only for the best
+``_CANDIDATES`` items, which keeps a search at O(learned items) plus a small constant.
+
+Learning one request costs O(dim) per item (no re-indexing). Memory per learned request: one
+float32 vector in the item's ring (``4 * dim`` bytes, 1,536 for MiniLM) until the ring is full;
+per (item, session) one float32 sum (1,536 bytes). Vectors are rounded to float16 before they
+are learned, so the state rebuilt from stored events after a restart is bit for bit the same.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from .index import Layout
+from .items import ItemRef
+
+__all__ = ["LearningSettings", "UsageLearner", "decode_vector", "encode_vector"]
+
+_EVIDENCE_HALF = 5.0  # learned requests at which an item gets half the full weight
+_CENTROID_SHARE = 0.75
+_CANDIDATES = 30  # items that get the nearest-request vote
+_REMEMBERED_QUERIES = 512
+_MAX_EXPONENT = 60.0  # rebase decayed sums before their scale leaves float32's range
+
+Clock = Callable[[], float]
+Vector = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class LearningSettings:
+    """How strongly and for how long usage shapes ranking."""
+
+    enabled: bool = True
+    weight: float = 4.0
+    min_evidence: int = 1
+    decay_days: float = 0.0
+    """Half-life of a learned request in days; 0 keeps every request at full weight."""
+    max_requests_per_item: int = 32
+
+
+def encode_vector(vector: Vector) -> str:
+    """A vector as base64 float16, the form stored in usage events."""
+    return base64.b64encode(np.asarray(vector, dtype=np.float16).tobytes()).decode("ascii")
+
+
+def decode_vector(text: str) -> Vector:
+    """The float32 vector of :func:`encode_vector`'s text."""
+    return np.frombuffer(base64.b64decode(text), dtype=np.float16).astype(np.float32)
+
+
+@dataclass
+class _Part:
+    total: Vector
+    count: float = 0.0
+    events: int = 0
+
+
+@dataclass
+class _Item:
+    row: int
+    parts: dict[str | None, _Part] = field(default_factory=dict)
+    recent: deque[tuple[str | None, Vector]] = field(default_factory=deque)
+    events: int = 0
+    stacked: Vector | None = None
+
+
+class UsageLearner:
+    """The learned state of every item, updated one request at a time."""
+
+    def __init__(self, settings: LearningSettings | None = None, *, clock: Clock = time.time):
+        self.settings = settings or LearningSettings()
+        self._clock = clock
+        self._reset()
+
+    def _reset(self) -> None:
+        self._items: dict[ItemRef, _Item] = {}
+        self._refs: list[ItemRef] = []
+        self._dim = 0
+        self._sums = np.zeros((0, 0), dtype=np.float32)
+        self._unit = np.zeros((0, 0), dtype=np.float32)
+        self._counts = np.zeros(0, dtype=np.float64)
+        self._events = np.zeros(0, dtype=np.int64)
+        self._epoch: float | None = None
+        self._mapping: tuple[Layout | None, int, npt.NDArray[np.int64], npt.NDArray[np.int64]]
+        self._mapping = (None, -1, np.zeros(0, np.int64), np.zeros(0, np.int64))
+        self._queries: OrderedDict[str, Vector] = OrderedDict()
+        self.learned = 0
+
+    # -- learning -------------------------------------------------------------------------
+
+    def learn(
+        self,
+        ref: ItemRef,
+        vector: Vector,
+        *,
+        session_id: str | None = None,
+        at: float | None = None,
+    ) -> None:
+        """Learn that ``ref`` was used for a request embedded as ``vector`` (O(dim))."""
+        v = np.asarray(vector, dtype=np.float16).astype(np.float32)
+        at = self._clock() if at is None else at
+        scale = self._scale(at)
+        item = self._item(ref, v.size)
+        part = item.parts.get(session_id)
+        if part is None:
+            part = item.parts[session_id] = _Part(np.zeros(self._dim, dtype=np.float32))
+        part.total += v * scale
+        part.count += scale
+        part.events += 1
+        item.recent.append((session_id, v))
+        while len(item.recent) > self.settings.max_requests_per_item:
+            item.recent.popleft()
+        item.stacked = None
+        item.events += 1
+        self._sums[item.row] += v * scale
+        self._counts[item.row] += scale
+        self._events[item.row] += 1
+        self._refresh_unit(item.row)
+        self.learned += 1
+
+    def forget(self, session_id: str | None = None) -> int:
+        """Remove what was learned from one session (None: everything); returns how many
+        items changed. Items left without requests rank exactly as before learning."""
+        if session_id is None:
+            changed = len(self.items())
+            self._reset()
+            return changed
+        changed = 0
+        for item in self._items.values():
+            gone = item.parts.pop(session_id, None)
+            if gone is None:
+                continue
+            changed += 1
+            item.recent = deque(r for r in item.recent if r[0] != session_id)
+            item.stacked = None
+            item.events -= gone.events
+            self.learned -= gone.events
+            self._rebuild_row(item)
+        return changed
+
+    def evidence(self, ref: ItemRef) -> float:
+        """The decayed count of requests learned for ``ref`` (0 when none)."""
+        item = self._items.get(ref)
+        if item is None:
+            return 0.0
+        return float(self._counts[item.row] * self._decay_now())
+
+    def items(self) -> list[ItemRef]:
+        """Every item with learned requests."""
+        return [ref for ref, item in self._items.items() if item.events > 0]
+
+    def memory_bytes(self) -> int:
+        """Bytes held by vectors: rows, per-session sums and the rings of recent requests."""
+        rows = self._sums.nbytes + self._unit.nbytes + self._counts.nbytes + self._events.nbytes
+        parts = sum(p.total.nbytes for i in self._items.values() for p in i.parts.values())
+        ring = sum(v.nbytes for i in self._items.values() for _, v in i.recent)
+        return rows + parts + ring
+
+    # -- ranking --------------------------------------------------------------------------
+
+    def remember(self, query: str, vector: Vector) -> None:
+        """Keep a recent query's embedding, so recording its use needs no model call."""
+        self._queries[query] = vector
+        self._queries.move_to_end(query)
+        while len(self._queries) > _REMEMBERED_QUERIES:
+            self._queries.popitem(last=False)
+
+    def vector_for(self, query: str) -> Vector | None:
+        """The embedding of a recently searched query, if still remembered."""
+        return self._queries.get(query)
+
+    def adjust(
+        self, query: str, query_vector: Vector, fused: npt.NDArray[np.float32], layout: Layout
+    ) -> None:
+        """Add each learned item's weighted usage score to its chunks' ``fused`` scores, in
+        place; items without history are left untouched."""
+        self.remember(query, query_vector)
+        if not self.settings.enabled or self.learned == 0 or self.settings.weight <= 0:
+            return
+        positions, rows = self._positions(layout)
+        if rows.size == 0:
+            return
+        weights = self._weights(rows)
+        if not weights.any():
+            return
+        n = len(self._refs)
+        centroid = (self._unit[:n] @ query_vector)[rows]
+        boost = np.zeros(len(layout.refs), dtype=np.float32)
+        boost[positions] = weights * _CENTROID_SHARE * centroid
+        best = np.maximum.reduceat(fused, layout.starts) + boost
+        self._nearest(best, boost, positions, rows, weights, query_vector)
+        fused += boost[layout.owner]
+
+    def _nearest(
+        self,
+        best: npt.NDArray[np.float32],
+        boost: npt.NDArray[np.float32],
+        positions: npt.NDArray[np.int64],
+        rows: npt.NDArray[np.int64],
+        weights: npt.NDArray[np.float64],
+        query_vector: Vector,
+    ) -> None:
+        k = min(_CANDIDATES, best.size)
+        top = np.argpartition(-best, k - 1)[:k] if k < best.size else np.arange(best.size)
+        learned = np.isin(positions, top) & (weights > 0)
+        for index in np.nonzero(learned)[0]:
+            ref = self._refs[int(rows[index])]
+            stacked = self._stacked(self._items[ref])
+            if stacked is not None and np.isfinite(best[positions[index]]):
+                nearest = float((stacked @ query_vector).max())
+                boost[positions[index]] += weights[index] * (1 - _CENTROID_SHARE) * nearest
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _item(self, ref: ItemRef, dim: int) -> _Item:
+        if self._dim == 0:
+            self._dim = dim
+            self._grow(8)
+        elif dim != self._dim:
+            raise ValueError(
+                f"vector of dimension {dim} for {ref.key!r}; learned ones have {self._dim}"
+            )
+        item = self._items.get(ref)
+        if item is None:
+            row = len(self._refs)
+            if row >= self._sums.shape[0]:
+                self._grow(2 * self._sums.shape[0])
+            item = self._items[ref] = _Item(row)
+            self._refs.append(ref)
+        return item
+
+    def _grow(self, capacity: int) -> None:
+        def grown(old: npt.NDArray[np.generic], shape: tuple[int, ...]) -> npt.NDArray[np.generic]:
+            new = np.zeros(shape, dtype=old.dtype)
+            new[: old.shape[0]] = old
+            return new
+
+        self._sums = grown(self._sums, (capacity, self._dim))  # type: ignore[assignment]
+        self._unit = grown(self._unit, (capacity, self._dim))  # type: ignore[assignment]
+        self._counts = grown(self._counts, (capacity,))  # type: ignore[assignment]
+        self._events = grown(self._events, (capacity,))  # type: ignore[assignment]
+
+    def _refresh_unit(self, row: int) -> None:
+        norm = float(np.linalg.norm(self._sums[row]))
+        self._unit[row] = self._sums[row] / norm if norm > 0 else 0.0
+
+    def _rebuild_row(self, item: _Item) -> None:
+        row = item.row
+        self._sums[row] = 0.0
+        self._counts[row] = 0.0
+        for part in item.parts.values():
+            self._sums[row] += part.total
+            self._counts[row] += part.count
+        self._events[row] = item.events
+        self._refresh_unit(row)
+
+    def _stacked(self, item: _Item) -> Vector | None:
+        if item.stacked is None and item.recent:
+            item.stacked = np.stack([v for _, v in item.recent])
+        return item.stacked
+
+    def _positions(self, layout: Layout) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Layout positions of learned items and their rows (cached per layout)."""
+        cached_layout, count, positions, rows = self._mapping
+        if cached_layout is layout and count == len(self._refs):
+            return positions, rows
+        pairs = [
+            (layout.position[ref], row)
+            for row, ref in enumerate(self._refs)
+            if ref in layout.position
+        ]
+        positions = np.array([p for p, _ in pairs], dtype=np.int64)
+        rows = np.array([r for _, r in pairs], dtype=np.int64)
+        self._mapping = (layout, len(self._refs), positions, rows)
+        return positions, rows
+
+    def _weights(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        counts = self._counts[rows] * self._decay_now()
+        weights = self.settings.weight * counts / (counts + _EVIDENCE_HALF)
+        weights[self._events[rows] < self.settings.min_evidence] = 0.0
+        return weights
+
+    def _scale(self, at: float) -> float:
+        """The factor a request learned at ``at`` is stored with (decay is lazy: sums grow
+        with time and are scaled back at search time)."""
+        days = self.settings.decay_days
+        if days <= 0:
+            return 1.0
+        if self._epoch is None:
+            self._epoch = at
+        exponent = (at - self._epoch) / (days * 86_400.0)
+        if exponent > _MAX_EXPONENT:
+            self._rebase(at)
+            exponent = 0.0
+        return float(2.0**exponent)
+
+    def _rebase(self, at: float) -> None:
+        assert self._epoch is not None
+        factor = 2.0 ** (-(at - self._epoch) / (self.settings.decay_days * 86_400.0))
+        self._sums *= factor
+        self._counts *= factor
+        for item in self._items.values():
+            for part in item.parts.values():
+                part.total *= factor
+                part.count *= factor
+        self._epoch = at
+
+    def _decay_now(self) -> float:
+        days = self.settings.decay_days
+        if days <= 0 or self._epoch is None:
+            return 1.0
+        return math.pow(2.0, -(self._clock() - self._epoch) / (days * 86_400.0))
