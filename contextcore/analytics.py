@@ -13,7 +13,8 @@ from typing import Any
 from .catalog import Catalog
 from .errors import ContextCoreError
 from .items import ItemRef
-from .sessions import RequestContext, Session, SessionStore
+from .sessions import RequestContext, Session
+from .store import SessionStore, load_session
 
 __all__ = [
     "ItemUsage",
@@ -169,12 +170,12 @@ def load_sessions(
 ) -> tuple[list[Session], list[str]]:
     """Every stored session (or just one), and a warning for each one that could not be
     read (a damaged row), which is left out rather than failing the whole report."""
-    ids = [session_id] if session_id is not None else store.list_ids()
+    ids = [session_id] if session_id is not None else store.list_session_ids()
     sessions: list[Session] = []
     warnings: list[str] = []
     for sid in ids:
         try:
-            found = store.load(sid)
+            found = load_session(store, sid)
         except (ContextCoreError, ValueError, KeyError, TypeError) as exc:
             reason = exc.message if isinstance(exc, ContextCoreError) else f"{exc!r}"
             warnings.append(f"session {sid!r} skipped: {reason}")

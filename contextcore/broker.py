@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from .catalog import Catalog
@@ -14,16 +14,15 @@ from .presets import PresetName, Selection, parse_preset, resolve
 from .render import assemble_messages
 from .search import SearchEngine, SearchResult
 from .sessions import (
-    MemorySessionStore,
     RequestContext,
     RequestItem,
     Session,
     SessionItem,
-    SessionStore,
     check_session_id,
     new_request_id,
     new_session_id,
 )
+from .store import MemorySessionStore, SessionHeader, SessionStore, load_session
 
 __all__ = ["ContextBroker"]
 
@@ -39,8 +38,9 @@ def _now() -> datetime:
 class ContextBroker:
     """Creates sessions, changes their context, and builds request contexts.
 
-    Every mutation replaces the session whole and saves it before returning, so a store that
-    is durable on ``save`` makes every returned call durable.
+    Every change is one record operation on the store (add an item, append a turn), durable
+    when the store returns; nothing reads or rewrites a whole session, so the cost of a call
+    does not grow with the session's age and several brokers may share one store.
     """
 
     def __init__(
@@ -54,17 +54,10 @@ class ContextBroker:
     ) -> None:
         self.catalog = catalog
         self.search = search
-        self.store = store or MemorySessionStore()
+        self.store: SessionStore = store or MemorySessionStore()
         self._clock = clock
         self._max_message_chars = max_message_chars
-        self._lock = threading.RLock()
         self._always: tuple[int, list[ItemRef]] = (-1, [])
-
-    @property
-    def lock(self) -> threading.RLock:
-        """Held while a session is loaded, changed and saved; layers that keep their own
-        state in a session (history) take it too, so no change overwrites another."""
-        return self._lock
 
     def lookup(self, ref: ItemRef) -> ContextItem | None:
         """The catalog item for ``ref``, if it still exists."""
@@ -80,15 +73,56 @@ class ContextBroker:
         return self._always[1]
 
     def session(self, session_id: object) -> Session:
-        """Load a session; raise ``SessionError`` for a malformed or unknown id. Its items
-        follow the catalog: ``always`` items that appeared since are in it unless removed."""
+        """A session's header and items (not its turns: see :meth:`turns`); raise
+        ``SessionError`` for a malformed or unknown id. Its items follow the catalog:
+        ``always`` items that appeared since are added unless the session removed them."""
         sid = check_session_id(session_id)
-        found = self.store.load(sid)
-        if found is None:
+        header = self.store.header(sid)
+        if header is None:
             raise SessionError(
                 f"unknown session_id {sid!r}; create one with create_session", field="session_id"
             )
-        return found.following(self._always_refs())
+        items = self.store.items(sid)
+        known = {i.ref for i in items} | set(header.removed)
+        new = [SessionItem(ref, "always") for ref in self._always_refs() if ref not in known]
+        if new:
+            items = (*items, *self.store.add_items(sid, new))
+        return Session(
+            sid,
+            header.agent,
+            header.created_at,
+            items,
+            removed=header.removed,
+            preset=header.preset,
+        )
+
+    def full_session(self, session_id: object) -> Session:
+        """A session with its whole turn log (for reports; reads every turn)."""
+        session = self.session(session_id)
+        found = load_session(self.store, session.session_id)
+        assert found is not None
+        return replace(found, items=session.items)
+
+    def turns(
+        self, session_id: object, offset: int = 0, limit: int | None = None
+    ) -> list[RequestContext]:
+        """The session's recorded request contexts in order (reads the turns only)."""
+        sid = self.require_session(session_id)
+        return self.store.turns(sid, offset, limit)
+
+    def last_turn(self, session_id: object) -> RequestContext | None:
+        """The session's latest request context, if any."""
+        return self.store.last_turn(self.require_session(session_id))
+
+    def require_session(self, session_id: object) -> str:
+        """``session_id`` if it names a stored session (reads its header only), else
+        ``SessionError``."""
+        sid = check_session_id(session_id)
+        if self.store.header(sid) is None:
+            raise SessionError(
+                f"unknown session_id {sid!r}; create one with create_session", field="session_id"
+            )
+        return sid
 
     def create_session(self, agent: str | None = None, preset: str | None = None) -> Session:
         """A new session holding every enabled ``always`` item, with its own search preset
@@ -96,8 +130,8 @@ class ContextBroker:
         chosen = parse_preset(preset) if preset is not None else None
         items = tuple(SessionItem(ref, "always") for ref in self._always_refs())
         session = Session(new_session_id(), agent, self._stamp(), items, preset=chosen)
-        with self._lock:
-            self.store.save(session)
+        header = SessionHeader(session.session_id, agent, session.created_at, chosen)
+        self.store.create_session(header, items)
         return session
 
     def selection(
@@ -131,27 +165,23 @@ class ContextBroker:
     ) -> tuple[Session, bool]:
         """Add a catalog item by hand (mode ``manual``); returns (session, changed)."""
         ref = self._ref(item_type, name, server)
-        with self._lock:
-            session = self.session(session_id)
-            self.catalog.require(ref)
-            if session.has(ref):
-                return session, False
-            session = session.with_item(SessionItem(ref, "manual"))
-            self.store.save(session)
-        return session, True
+        session = self.session(session_id)
+        self.catalog.require(ref)
+        if session.has(ref):
+            return session, False
+        added = self.store.add_items(session.session_id, [SessionItem(ref, "manual")])
+        return self.session(session_id), bool(added)
 
     def remove_item(
         self, session_id: str, item_type: str, name: str, server: str | None = None
     ) -> tuple[Session, bool]:
         """Remove an item from the session whatever its mode; returns (session, changed)."""
         ref = self._ref(item_type, name, server)
-        with self._lock:
-            session = self.session(session_id)
-            if not session.has(ref):
-                return session, False
-            session = session.without(ref)
-            self.store.save(session)
-        return session, True
+        session = self.session(session_id)
+        if not session.has(ref):
+            return session, False
+        changed = self.store.remove_item(session.session_id, ref)
+        return self.session(session_id), changed
 
     def build_request_context(
         self,
@@ -204,9 +234,7 @@ class ContextBroker:
             include_score=chosen.include_score,
             parameters=chosen.to_dict(),
         )
-        with self._lock:
-            latest = self.session(session_id)
-            self.store.save(latest.with_turn(context))
+        self.store.append_turn(session.session_id, context)
         return context
 
     def _check_message(self, message: object) -> None:
@@ -249,5 +277,12 @@ class ContextBroker:
         return assemble_messages(context, self.lookup)
 
     def request(self, session_id: str, request_id: str) -> RequestContext:
-        """A recorded request context."""
-        return self.session(session_id).turn(request_id)
+        """A recorded request context (reads that one turn)."""
+        sid = self.require_session(session_id)
+        found = self.store.turn(sid, request_id)
+        if found is None:
+            raise SessionError(
+                f"no request {request_id!r} in session {sid!r}; list_turns shows them",
+                field="request_id",
+            )
+        return found

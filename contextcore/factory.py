@@ -14,7 +14,7 @@ from .embedding_cache import EmbeddingCache, MemoryEmbeddingCache, SqliteEmbeddi
 from .items import ContextItem, Reference, Rule
 from .loaders import load_catalog_json, load_markdown_dir, load_markdown_file
 from .search import SearchEngine, SearchSettings
-from .sessions import SessionStore
+from .store import SessionStore
 
 __all__ = [
     "BrokerParts",

@@ -1,13 +1,14 @@
-"""Session-bound history operations: load a session's history, apply a pure
-:mod:`contextcore.history` function, save the session back before returning.
+"""Session-bound history operations over the session store's records.
 
-History lives in ``Session.extras["history"]`` (``SessionHistory.to_dict()``), so it persists
-with whatever store the broker uses. Every mutation runs under the broker's lock, the same
-one its own mutations take, so a history change and, say, a recorded turn on the same
-session never overwrite each other.
+Messages are validated once, when they enter, and appended as records with store-assigned
+sequence numbers: an append reads neither the history nor the turn log (only the message
+count, the small history state and whether the new ids are taken). The summary, collapsed
+groups, clear point and shape form a small state updated atomically by the store, and the
+task snapshot is its own record, so concurrent writers (threads, processes, replicas) never
+overwrite each other's changes.
 
-Summaries are computed outside the lock (a provider may take seconds) and applied only if
-the history they were planned from has not been summarized or cleared meanwhile.
+Summaries are computed outside any transaction (a provider may take seconds) and applied
+only if the history they were planned from has not been summarized or cleared meanwhile.
 Automatic summarization (``[history] auto_summarize``) runs in :meth:`get_history`, right
 before the window is built, so the window carries the freshest summary; appends stay fast.
 Errors are ``HistoryError`` / ``SessionError`` naming the bad field.
@@ -16,7 +17,6 @@ Errors are ``HistoryError`` / ``SessionError`` naming the bad field.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -31,9 +31,11 @@ from .history import (
     FilterSpec,
     HistoryStats,
     HistoryWindow,
+    Message,
     PipelineResult,
     RunContext,
     SessionHistory,
+    Shape,
     SummarizerChain,
     Summary,
     SummaryOutcome,
@@ -47,13 +49,10 @@ from .history import (
     parse_messages,
     plan_summary,
 )
-from .history import append_messages as _append
-from .history import clear_history as _clear
-from .history import collapse_messages as _collapse
-from .history import update_snapshot as _update_snapshot
 from .history.limits import check_append, check_label, check_snapshot, check_text
+from .history.session import check_group, check_shape, with_group
 from .history.summary import clip_to_tokens
-from .sessions import Session
+from .store import DuplicateRecord, MessageRecord
 
 __all__ = [
     "EXTRACTIVE",
@@ -68,7 +67,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 EXTRACTIVE = "extractive"
-_KEY = "history"
 
 
 def extractive_chain() -> SummarizerChain:
@@ -89,10 +87,10 @@ def policy_from_config(config: HistoryConfig) -> SummaryPolicy:
 
 @dataclass(frozen=True)
 class AppendResult:
-    """The ids given to the appended messages and the session's history afterwards."""
+    """The ids given to the appended messages and the session's message count afterwards."""
 
     ids: tuple[str, ...]
-    history: SessionHistory
+    message_count: int
 
 
 @dataclass(frozen=True)
@@ -147,40 +145,56 @@ class HistoryService:
         self.registry = registry or default_registry()
         self.policy = policy_from_config(config)
         self._default_chain = summarizer
-        # The broker's own lock: its mutations save the whole session too, so sharing
-        # one lock is what keeps a history change and a recorded turn from racing.
-        self._lock: threading.RLock = broker.lock
 
     # -- reading and writing ------------------------------------------------------------
 
     def history(self, session_id: str) -> SessionHistory:
-        """The session's history (empty for a session that has none yet)."""
-        return _history_of(self.broker.session(session_id))
+        """The session's history (empty for a session that has none yet); reads every
+        message, as stored."""
+        sid = self.broker.require_session(session_id)
+        store = self.broker.store
+        raws = [m.raw for m in store.messages(sid)]
+        return SessionHistory.from_records(raws, store.history_state(sid), store.snapshot(sid))
 
-    def _mutate(
+    def shape(self, session_id: str) -> Shape | None:
+        """The message shape the session uses, if known (reads the small state only)."""
+        sid = self.broker.require_session(session_id)
+        return (self.broker.store.history_state(sid) or {}).get("shape")
+
+    def _update_state(
         self, session_id: str, change: Callable[[SessionHistory], SessionHistory]
-    ) -> SessionHistory:
-        with self._lock:
-            session = self.broker.session(session_id)
-            updated = change(_history_of(session))
-            self.broker.store.save(_with_history(session, updated))
-        return updated
+    ) -> None:
+        """Apply ``change`` to the history state (not the messages) atomically."""
+
+        def apply(current: dict[str, Any] | None) -> dict[str, Any]:
+            return change(SessionHistory.from_records((), current, None)).state_dict()
+
+        self.broker.store.update_history_state(session_id, apply)
 
     # -- operations ---------------------------------------------------------------------
 
     def append_messages(self, session_id: str, messages: Sequence[object]) -> AppendResult:
         """Validate and append ``messages`` (ids assigned where missing); messages over
         ``[limits]`` are refused and nothing is stored."""
-        before: list[int] = []
-
-        def change(history: SessionHistory) -> SessionHistory:
-            before.append(len(history.messages))
-            updated = _append(history, messages)
-            check_append(updated.messages[before[0] :], before[0], self.limits)
-            return updated
-
-        history = self._mutate(session_id, change)
-        return AppendResult(tuple(m.id for m in history.messages[before[0] :]), history)
+        sid = self.broker.require_session(session_id)
+        store = self.broker.store
+        start = store.message_count(sid)
+        parsed = parse_messages(messages, start=start)
+        check_append(parsed, start, self.limits)
+        known = self.shape(sid)
+        shape = check_shape(parsed, start, known)
+        _check_unused(store.used_ids(sid, [m.id for m in parsed], _call_ids(parsed)), parsed, start)
+        records = [MessageRecord(m.id, m.raw, m.call_ids) for m in parsed]
+        try:
+            seqs = store.append_messages(sid, records)
+        except DuplicateRecord as exc:
+            raise HistoryError(
+                f"{exc.message}; give each message and tool call a unique id or leave it out",
+                field="messages",
+            ) from exc
+        if shape != known:
+            store.update_history_state(sid, lambda cur: {**(cur or {}), "shape": shape})
+        return AppendResult(tuple(m.id for m in parsed), (seqs[-1] + 1) if seqs else start)
 
     def get_history(
         self,
@@ -261,30 +275,39 @@ class HistoryService:
         check_label(name, self.limits, "name")
         check_label(description, self.limits, "description")
         group = CollapseGroup(name, tuple(dict.fromkeys(message_ids)), description)
-        return self._mutate(session_id, lambda h: _collapse(h, group))
+        sid = self.broker.require_session(session_id)
+        found, _ = self.broker.store.used_ids(sid, group.message_ids, ())
+        check_group(group, found)
+        self._update_state(sid, lambda h: with_group(h, group))
+        return self.history(sid)
 
     def clear_history(self, session_id: str) -> SessionHistory:
         """Clear the context: the next window carries no history; the summary is dropped."""
-        return self._mutate(session_id, _clear)
+        sid = self.broker.require_session(session_id)
+        count = self.broker.store.message_count(sid)
+        self._update_state(sid, lambda h: replace(h, cleared_at=count, summary=None))
+        return self.history(sid)
 
     def update_snapshot(self, session_id: str, update: Mapping[str, Any]) -> TaskSnapshot:
         """Merge ``update`` (camelCase keys) into the task snapshot; returns the result.
         A field that would grow past ``[limits] max_snapshot_field_chars`` is refused and
         nothing is stored."""
+        sid = self.broker.require_session(session_id)
 
-        def change(current: SessionHistory) -> SessionHistory:
-            updated = _update_snapshot(current, update)
-            assert updated.snapshot is not None
-            check_snapshot(updated.snapshot, update.keys(), self.limits)
-            return updated
+        def change(current: dict[str, Any] | None) -> dict[str, Any]:
+            base = TaskSnapshot.from_dict(current) if current else TaskSnapshot()
+            merged = base.merge(update)
+            check_snapshot(merged, update.keys(), self.limits)
+            return merged.to_dict()
 
-        history = self._mutate(session_id, change)
-        assert history.snapshot is not None
-        return history.snapshot
+        stored = self.broker.store.update_snapshot(sid, change)
+        assert stored is not None
+        return TaskSnapshot.from_dict(stored)
 
     def get_snapshot(self, session_id: str) -> TaskSnapshot | None:
-        """The session's task snapshot, if any."""
-        return self.history(session_id).snapshot
+        """The session's task snapshot, if any (reads the snapshot only)."""
+        stored = self.broker.store.snapshot(self.broker.require_session(session_id))
+        return TaskSnapshot.from_dict(stored) if stored else None
 
     def get_context_stats(self, session_id: str) -> HistoryStats:
         """Message count, estimated tokens, summary and snapshot presence."""
@@ -331,24 +354,43 @@ class HistoryService:
         stored: list[Summary | None] = []
 
         def change(current: SessionHistory) -> SessionHistory:
-            # Apply only if nobody summarized or cleared while the providers ran.
+            # Apply only if nobody summarized or cleared while the providers ran; the
+            # store may run this again after a conflict, so only the last verdict counts.
             if current.summary != history.summary or current.cleared_at != history.cleared_at:
                 stored.append(current.summary)
                 return current
             stored.append(new)
             return replace(current, summary=new)
 
-        self._mutate(session_id, change)
-        return SummaryResult(plan, outcome, stored[0] is new, stored[0])
+        self._update_state(session_id, change)
+        return SummaryResult(plan, outcome, stored[-1] is new, stored[-1])
 
 
-def _history_of(session: Session) -> SessionHistory:
-    data = session.extras.get(_KEY)
-    return SessionHistory.from_dict(data) if data else SessionHistory()
+def _call_ids(messages: Sequence[Message]) -> list[str]:
+    return [c for m in messages for c in m.call_ids]
 
 
-def _with_history(session: Session, history: SessionHistory) -> Session:
-    return replace(session, extras={**session.extras, _KEY: history.to_dict()})
+def _check_unused(
+    used: tuple[frozenset[str], frozenset[str]], messages: Sequence[Message], start: int
+) -> None:
+    """The same errors parsing gives for ids reused within one call, for ids the session
+    already holds."""
+    ids, calls = used
+    for offset, message in enumerate(messages):
+        index = start + offset
+        if message.id in ids:
+            raise HistoryError(
+                f"messages[{index}].id {message.id!r} is already used; give each message "
+                "a unique id or leave it out",
+                field=f"messages[{index}].id",
+            )
+        for call_id in message.call_ids:
+            if call_id in calls:
+                raise HistoryError(
+                    f"messages[{index}] reuses tool call id {call_id!r}; tool call ids must "
+                    "be unique in a conversation",
+                    field=f"messages[{index}].tool_calls",
+                )
 
 
 def _check_budget(max_tokens: int | None) -> int | None:

@@ -1,22 +1,21 @@
-"""Sessions, request contexts and the session-store protocol with its in-memory backend."""
+"""Sessions and request contexts, the domain types the session store keeps
+(:mod:`contextcore.store` holds the store protocol)."""
 
 from __future__ import annotations
 
 import re
 import secrets
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 from .errors import SessionError
 from .items import IncludeMode, ItemRef, parse_include, parse_item_type
 
 __all__ = [
-    "MemorySessionStore",
     "RequestContext",
     "RequestItem",
     "Session",
     "SessionItem",
-    "SessionStore",
     "check_session_id",
     "new_request_id",
     "new_session_id",
@@ -136,8 +135,8 @@ class RequestContext:
 
 @dataclass(frozen=True)
 class Session:
-    """A session's state: its context items, its turn log, and state later layers add
-    (history, summaries, snapshot) under ``extras``. Replaced whole on every change.
+    """A session's state as one value: its context items and, when loaded, its turn log.
+    The store keeps each part as its own records (see :mod:`contextcore.store`).
 
     ``removed`` remembers items taken out by hand, so an ``always`` item that appears in the
     catalog later (a downstream server that connected late) is added to every session except
@@ -148,7 +147,6 @@ class Session:
     created_at: str
     items: tuple[SessionItem, ...] = ()
     turns: tuple[RequestContext, ...] = ()
-    extras: dict[str, Any] = field(default_factory=dict)
     removed: tuple[ItemRef, ...] = ()
     preset: str | None = None
 
@@ -189,7 +187,6 @@ class Session:
             "created_at": self.created_at,
             "items": [i.to_dict() for i in self.items],
             "turns": [t.to_dict() for t in self.turns],
-            "extras": self.extras,
             "removed": [r.to_dict() for r in self.removed],
             "preset": self.preset,
         }
@@ -202,36 +199,9 @@ class Session:
             created_at=row["created_at"],
             items=tuple(SessionItem.from_dict(i) for i in row["items"]),
             turns=tuple(RequestContext.from_dict(t) for t in row["turns"]),
-            extras=dict(row.get("extras") or {}),
             removed=tuple(
                 ItemRef(parse_item_type(r["type"]), r["name"], r.get("server"))
                 for r in row.get("removed") or ()
             ),
             preset=row.get("preset"),
         )
-
-
-class SessionStore(Protocol):
-    """Keeps sessions; ``save`` is durable when it returns."""
-
-    def load(self, session_id: str) -> Session | None: ...
-
-    def save(self, session: Session) -> None: ...
-
-    def list_ids(self) -> list[str]: ...
-
-
-class MemorySessionStore:
-    """Sessions in process memory; gone when the process ends."""
-
-    def __init__(self) -> None:
-        self._sessions: dict[str, Session] = {}
-
-    def load(self, session_id: str) -> Session | None:
-        return self._sessions.get(session_id)
-
-    def save(self, session: Session) -> None:
-        self._sessions[session.session_id] = session
-
-    def list_ids(self) -> list[str]:
-        return list(self._sessions)

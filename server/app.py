@@ -13,11 +13,9 @@ import anyio
 from mcp.server import Server
 
 from contextcore.config import BrokerConfig, DownstreamConfig, load_config
-from contextcore.errors import ConfigError, ContextCoreError
+from contextcore.errors import ContextCoreError
 from contextcore.factory import BrokerParts, build_broker
 from contextcore.history_service import HistoryService
-from contextcore.sessions import SessionStore
-from contextcore.store_sqlite import SqliteSessionStore
 
 from .downstream import Downstream
 from .gateway import Gateway, GatewaySettings, ToolGate, resolve_servers
@@ -26,6 +24,7 @@ from .mcp_server import build_server
 from .passthrough import DirectCalls
 from .reload import ConfigReloader, serve_with_reload
 from .stdio import fast_stdio_server
+from .stores import build_store
 from .summarizers import SummarizerFactory
 
 __all__ = ["build_store", "serve"]
@@ -33,20 +32,6 @@ __all__ = ["build_store", "serve"]
 log = logging.getLogger(__name__)
 
 Transport = Literal["stdio", "http", "sse"]
-
-
-def build_store(config: BrokerConfig) -> SessionStore | None:
-    """The configured session store (None: the broker's in-memory default)."""
-    p = config.persistence
-    if p.backend == "memory":
-        return None
-    if p.path is None:
-        raise ConfigError(
-            'persistence.backend = "sqlite" needs persistence.path (a file, relative to the '
-            "config file)",
-            field="persistence.path",
-        )
-    return SqliteSessionStore(config.resolve(p.path))
 
 
 def _version() -> str:

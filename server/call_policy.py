@@ -28,7 +28,8 @@ def _selected(broker: ContextBroker, session_id: str, ref: ItemRef) -> bool:
     session = broker.session(session_id)
     if session.has(ref):
         return True
-    return bool(session.turns) and any(i.ref == ref for i in session.turns[-1].items)
+    last = broker.last_turn(session_id)
+    return last is not None and any(i.ref == ref for i in last.items)
 
 
 def call_refusal(

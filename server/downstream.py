@@ -299,7 +299,7 @@ class Downstream:
         text, _ = result_text(content, result.structured_content, self._record_max_chars)
 
         def append() -> None:
-            shape = history.history(session_id).shape or "openai"
+            shape = history.shape(session_id) or "openai"
             messages = call_messages(shape, tool, arguments, text, bool(result.is_error))
             history.append_messages(session_id, messages)
 

@@ -169,7 +169,7 @@ class AppendOut(Out):
 def _append(ctx: ToolContext, args: AppendArgs) -> AppendOut:
     result = ctx.history.append_messages(args.session_id, args.messages)
     return AppendOut(
-        session_id=args.session_id, ids=list(result.ids), message_count=len(result.history.messages)
+        session_id=args.session_id, ids=list(result.ids), message_count=result.message_count
     )
 
 

@@ -172,7 +172,7 @@ def _turns(broker: ContextBroker, args: SessionIdArgs) -> TurnsOut:
             summary=summary_line(t.items),
             search_mode=t.search_mode,
         )
-        for t in session.turns
+        for t in broker.turns(session.session_id)
     ]
     return TurnsOut(session_id=session.session_id, turns=turns)
 

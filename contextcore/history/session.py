@@ -1,20 +1,23 @@
 """A session's history state and the operations on it.
 
-:class:`SessionHistory` is an immutable value: every operation returns a new one, so a
-store can persist the result (``to_dict`` / ``from_dict`` give plain JSON). Messages are
-append-only; ids are assigned at append time from the message and its position in the
-session, so they never change afterwards.
+:class:`SessionHistory` is an immutable value: every operation returns a new one. A store
+keeps it as separate records: the messages (validated once, when they enter), and a small
+state (``state_dict``: summary, collapsed groups, clear point, shape) and the snapshot;
+:meth:`SessionHistory.from_records` puts them back together without validating the
+messages again. ``to_dict`` / ``from_dict`` are the single-document format older stores
+wrote, read on migration. Messages are append-only; ids are assigned at append time from
+the message and its position in the session, so they never change afterwards.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import HistoryError
 from .context import CollapseGroup
-from .messages import Message, Shape, detect_shape, parse_messages
+from .messages import Message, Shape, detect_shape, make_message, parse_messages
 from .snapshot import TaskSnapshot
 from .summary import (
     Summarizer,
@@ -30,11 +33,14 @@ __all__ = [
     "SessionHistory",
     "SummaryUpdate",
     "append_messages",
+    "check_group",
+    "check_shape",
     "clear_history",
     "collapse_messages",
     "expand_group",
     "update_snapshot",
     "update_summary",
+    "with_group",
 ]
 
 FORMAT_VERSION = 1
@@ -87,6 +93,50 @@ class SessionHistory:
             shape=detect_shape([m.raw for m in messages]),
         )
 
+    def state_dict(self) -> dict[str, Any]:
+        """The small state stored beside the messages: summary, groups, clear point, shape."""
+        return {
+            "groups": [group.to_dict() for group in self.groups],
+            "summary": self.summary.to_dict() if self.summary else None,
+            "clearedAt": self.cleared_at,
+            "shape": self.shape,
+        }
+
+    @classmethod
+    def from_records(
+        cls,
+        raws: Sequence[Mapping[str, Any]],
+        state: Mapping[str, Any] | None,
+        snapshot: Mapping[str, Any] | None,
+    ) -> SessionHistory:
+        """Rebuild from stored records; the messages were validated when they entered."""
+        state = state or {}
+        summary = state.get("summary")
+        return cls(
+            messages=tuple(make_message(raw) for raw in raws),
+            groups=tuple(CollapseGroup.from_dict(g) for g in state.get("groups", [])),
+            summary=Summary.from_dict(summary) if summary else None,
+            snapshot=TaskSnapshot.from_dict(snapshot) if snapshot else None,
+            cleared_at=state.get("clearedAt"),
+            shape=state.get("shape"),
+        )
+
+
+def check_shape(messages: Sequence[Message], start: int, shape: Shape | None) -> Shape | None:
+    """The session's shape after appending ``messages`` at ``start``; ``HistoryError`` naming
+    ``messages[i]`` for a message of the other shape."""
+    for offset, message in enumerate(messages):
+        hint = detect_shape([message.raw])
+        if hint and shape and hint != shape:
+            where = f"messages[{start + offset}]"
+            raise HistoryError(
+                f"{where} is {hint}-style but this session is {shape}-style; "
+                "send one shape per session",
+                field=where,
+            )
+        shape = shape or hint
+    return shape
+
 
 def append_messages(history: SessionHistory, raws: Sequence[object]) -> SessionHistory:
     """Validate ``raws``, assign missing ids and append them.
@@ -101,25 +151,20 @@ def append_messages(history: SessionHistory, raws: Sequence[object]) -> SessionH
         taken_ids=frozenset(m.id for m in history.messages),
         taken_call_ids=frozenset(c for m in history.messages for c in m.call_ids),
     )
-    shape = history.shape
-    for offset, message in enumerate(parsed):
-        hint = detect_shape([message.raw])
-        if hint and shape and hint != shape:
-            where = f"messages[{start + offset}]"
-            raise HistoryError(
-                f"{where} is {hint}-style but this session is {shape}-style; "
-                "send one shape per session",
-                field=where,
-            )
-        shape = shape or hint
+    shape = check_shape(parsed, start, history.shape)
     return replace(history, messages=history.messages + tuple(parsed), shape=shape)
 
 
 def collapse_messages(history: SessionHistory, group: CollapseGroup) -> SessionHistory:
     """Add ``group`` (replacing a group of the same name); unknown message ids are an error."""
+    check_group(group, {m.id for m in history.messages})
+    return with_group(history, group)
+
+
+def check_group(group: CollapseGroup, known: Collection[str]) -> None:
+    """``HistoryError`` if ``group`` has no name, no messages, or ids not in ``known``."""
     if not group.name:
         raise HistoryError("a collapsed group needs a non-empty name", field="name")
-    known = {m.id for m in history.messages}
     unknown = [i for i in group.message_ids if i not in known]
     if unknown:
         raise HistoryError(
@@ -131,6 +176,10 @@ def collapse_messages(history: SessionHistory, group: CollapseGroup) -> SessionH
         raise HistoryError(
             f"group {group.name!r} lists no messages; name at least one", field="message_ids"
         )
+
+
+def with_group(history: SessionHistory, group: CollapseGroup) -> SessionHistory:
+    """``history`` holding ``group``, replacing a group of the same name (ids unchecked)."""
     groups = (*(g for g in history.groups if g.name != group.name), group)
     return replace(history, groups=groups)
 

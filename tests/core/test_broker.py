@@ -87,7 +87,7 @@ def test_request_contexts_are_stored_in_the_turn_log(broker: ContextBroker) -> N
     sid = broker.create_session().session_id
     first = broker.build_request_context(sid, "time in Tokyo")
     second = broker.build_request_context(sid, "git log")
-    assert [t.request_id for t in broker.session(sid).turns] == [
+    assert [t.request_id for t in broker.turns(sid)] == [
         first.request_id,
         second.request_id,
     ]
@@ -170,7 +170,7 @@ def test_messages_that_are_empty_or_too_long_are_refused_and_nothing_is_recorded
     assert err.value.field == "message"
     with pytest.raises(SearchInputError, match="exceeds the limit of 10000"):
         broker.build_request_context(sid, "x" * 10_001)
-    assert broker.session(sid).turns == ()
+    assert broker.turns(sid) == []
 
 
 def test_sessions_are_isolated(broker: ContextBroker) -> None:
@@ -179,4 +179,4 @@ def test_sessions_are_isolated(broker: ContextBroker) -> None:
     broker.add_item(a, "reference", "schema")
     broker.build_request_context(a, "time")
     assert not broker.session(b).has(ItemRef("reference", "schema"))
-    assert broker.session(b).turns == ()
+    assert broker.turns(b) == []

@@ -16,7 +16,7 @@ from contextcore.config import BrokerConfig, HistoryConfig, SummarizerConfig
 from contextcore.embedding import HashEmbedder
 from contextcore.factory import build_broker
 from contextcore.history_service import HistoryService
-from contextcore.store_sqlite import SqliteSessionStore
+from server.stores.sqlite import SqliteSessionStore
 from server.mcp_server import build_server
 from server.summarizers import SummarizerFactory
 

@@ -16,7 +16,7 @@ from contextcore.errors import HistoryError, SessionError
 from contextcore.factory import build_broker
 from contextcore.history import SummarizerChain
 from contextcore.history_service import HistoryService
-from contextcore.store_sqlite import SqliteSessionStore
+from server.stores.sqlite import SqliteSessionStore
 
 
 def chat(n: int, start: int = 0) -> list[dict[str, Any]]:
@@ -56,8 +56,7 @@ def test_appended_messages_get_ids_and_are_stored_with_the_session(env: HistoryE
     result = env.service.append_messages(sid, [{"role": "user", "content": "hi", "id": "m1"}])
     more = env.service.append_messages(sid, [{"role": "assistant", "content": "hello"}])
     assert result.ids == ("m1",) and len(more.ids) == 1 and more.ids[0] != "m1"
-    stored = env.broker.store.load(sid)
-    assert stored is not None and len(stored.extras["history"]["messages"]) == 2
+    assert [m.id for m in env.broker.store.messages(sid)] == ["m1", more.ids[0]]
 
 
 def test_get_history_summarizes_once_the_policy_says_so(env: HistoryEnv) -> None:
@@ -128,7 +127,7 @@ def test_stateless_trim_and_summary_touch_no_session(env: HistoryEnv) -> None:
     assert trimmed.report.backfilled == 1 and trimmed.messages[-1]["role"] == "tool"
     outcome = env.service.summarize_messages(chat(3), "earlier: chose sqlite")
     assert outcome.provider == "extractive" and outcome.text and "sqlite" in outcome.text
-    assert env.broker.store.list_ids() == []
+    assert env.broker.store.list_session_ids() == []
 
 
 def test_preset_and_filters_together_are_refused(env: HistoryEnv) -> None:
@@ -154,9 +153,13 @@ def test_everything_is_on_disk_when_each_call_returns_and_survives_a_restart(
     sid = env.broker.create_session().session_id
 
     def on_disk() -> dict[str, Any]:
-        fresh = SqliteSessionStore(path).load(sid)
-        assert fresh is not None
-        history: dict[str, Any] = fresh.extras["history"]
+        fresh = SqliteSessionStore(path)
+        history: dict[str, Any] = {
+            **(fresh.history_state(sid) or {}),
+            "messages": fresh.messages(sid),
+            "snapshot": fresh.snapshot(sid),
+        }
+        fresh.close()
         return history
 
     ids = env.service.append_messages(sid, chat(12) + tool_turn("c1")).ids

@@ -12,7 +12,7 @@ from mcp import Client
 from contextcore.config import load_config
 from contextcore.embedding import HashEmbedder
 from contextcore.factory import build_broker
-from contextcore.store_sqlite import SqliteSessionStore
+from server.stores.sqlite import SqliteSessionStore
 from server.mcp_server import build_server
 
 

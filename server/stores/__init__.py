@@ -1,0 +1,94 @@
+"""Session-store backends and the one function that picks one from ``[persistence]``.
+
+    memory     in process, gone on exit (the default)
+    sqlite     one file (``path``), WAL + synchronous=FULL
+    postgres   a shared server (``url``), for several broker replicas
+    redis      a shared server (``url``), for several broker replicas
+
+Backends import their driver only when chosen, so a broker that never uses PostgreSQL or
+Redis needs neither client library.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from contextcore.config import BrokerConfig
+from contextcore.errors import ConfigError
+from contextcore.store import MemorySessionStore, SessionStore
+
+__all__ = ["build_store", "check_store"]
+
+
+def _sqlite(config: BrokerConfig) -> SessionStore:
+    path = config.persistence.path
+    if path is None:
+        raise ConfigError(
+            'persistence.backend = "sqlite" needs persistence.path (a file, relative to the '
+            "config file)",
+            field="persistence.path",
+        )
+    from .sqlite import SqliteSessionStore
+
+    return SqliteSessionStore(config.resolve(path))
+
+
+def _url(config: BrokerConfig) -> str:
+    p = config.persistence
+    if not p.url:
+        raise ConfigError(
+            f"persistence.backend = {p.backend!r} needs persistence.url (for example "
+            '"postgresql://user@127.0.0.1:5432/broker" or "redis://127.0.0.1:6379/0")',
+            field="persistence.url",
+        )
+    from ._url import expand_url
+
+    return expand_url(p.url, os.environ)
+
+
+def _postgres(config: BrokerConfig) -> SessionStore:
+    from .postgres import PostgresSessionStore
+
+    return PostgresSessionStore(_url(config))
+
+
+def _redis(config: BrokerConfig) -> SessionStore:
+    from .redis import RedisSessionStore  # type: ignore[import-not-found,unused-ignore]
+
+    store: SessionStore = RedisSessionStore(_url(config))
+    return store
+
+
+_BACKENDS: dict[str, Callable[[BrokerConfig], SessionStore]] = {
+    "memory": lambda _config: MemorySessionStore(),
+    "sqlite": _sqlite,
+    "postgres": _postgres,
+    "redis": _redis,
+}
+
+
+def build_store(config: BrokerConfig) -> SessionStore:
+    """The session store ``[persistence]`` names, opened and ready; ``ConfigError`` naming
+    the path (or the URL without its secrets) when it cannot be used."""
+    backend = config.persistence.backend
+    factory = _BACKENDS.get(backend)
+    if factory is None:
+        names = ", ".join(sorted(_BACKENDS))
+        raise ConfigError(
+            f"unknown persistence.backend {backend!r}; use one of {names}",
+            field="persistence.backend",
+        )
+    return factory(config)
+
+
+def check_store(store: SessionStore) -> str | None:
+    """Why the store cannot take writes right now, or None when it can (for ``check``)."""
+    probe = getattr(store, "check_writable", None)
+    if probe is None:
+        return None
+    try:
+        probe()
+    except Exception as exc:
+        return str(exc)
+    return None

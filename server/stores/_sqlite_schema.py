@@ -1,0 +1,271 @@
+"""Opening a SQLite session store: refusing bad files, creating and migrating the schema.
+
+Version 1 (earlier releases) kept each session as one JSON document in a ``sessions`` table.
+Version 2 keeps each part in its own table. A version-1 file is migrated on open, in one
+transaction: every row is validated (items, turns, messages) and written into the new
+tables, and the old table is renamed ``sessions_v1``; a row that cannot be read stops the
+migration and leaves the file as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from contextcore.errors import ConfigError, ContextCoreError
+from contextcore.history import SessionHistory
+from contextcore.sessions import Session
+
+__all__ = ["SCHEMA_VERSION", "open_checked"]
+
+SCHEMA_VERSION = 2
+_MAGIC = b"SQLite format 3\x00"
+
+_TABLES = """
+CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS session_headers (
+    ord INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL UNIQUE,
+    agent TEXT,
+    created_at TEXT NOT NULL,
+    preset TEXT,
+    removed TEXT NOT NULL DEFAULT '[]',
+    next_message INTEGER NOT NULL DEFAULT 0,
+    next_turn INTEGER NOT NULL DEFAULT 0,
+    next_call INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS session_items (
+    session_id TEXT NOT NULL,
+    pos INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    name TEXT NOT NULL,
+    server TEXT NOT NULL,
+    include_mode TEXT NOT NULL,
+    PRIMARY KEY (session_id, type, name, server)
+);
+CREATE TABLE IF NOT EXISTS turns (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    request_id TEXT NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS turns_by_request ON turns (session_id, request_id);
+CREATE TABLE IF NOT EXISTS messages (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    message_id TEXT NOT NULL,
+    raw TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq),
+    UNIQUE (session_id, message_id)
+);
+CREATE TABLE IF NOT EXISTS message_calls (
+    session_id TEXT NOT NULL,
+    call_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    PRIMARY KEY (session_id, call_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS message_calls_by_seq ON message_calls (session_id, seq);
+CREATE TABLE IF NOT EXISTS session_parts (
+    session_id TEXT NOT NULL,
+    part TEXT NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (session_id, part)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS calls (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS usage_events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT,
+    data TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS usage_events_by_session ON usage_events (session_id, seq);
+CREATE TABLE IF NOT EXISTS embeddings (
+    model TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    vector BLOB NOT NULL,
+    PRIMARY KEY (model, hash)
+) WITHOUT ROWID;
+"""
+
+
+def _refused(path: Path, why: str) -> ConfigError:
+    return ConfigError(
+        f"the session database {str(path)!r} {why}; it was not opened and nothing was "
+        "changed. Restore it from a backup, or move it away to start a new store",
+        field="persistence.path",
+    )
+
+
+def _check_file(path: Path) -> None:
+    """Refuse an existing file that is empty, not SQLite, or shorter than its header says."""
+    if not path.exists():
+        return
+    size = path.stat().st_size
+    if size == 0:
+        raise _refused(path, "is empty (0 bytes), not a session store")
+    with path.open("rb") as f:
+        head = f.read(100)
+    if not head.startswith(_MAGIC[: len(head)]) or len(head) < 100:
+        why = "is truncated" if head.startswith(_MAGIC[: len(head)]) else "is not a database"
+        raise _refused(path, why)
+    page_size = int.from_bytes(head[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(head[28:32], "big")
+    valid = head[24:28] == head[92:96]
+    if page_size and (size % page_size or (valid and pages * page_size > size)):
+        raise _refused(path, f"is truncated ({size} bytes, its header promises {pages} pages)")
+
+
+def open_checked(path: Path) -> sqlite3.Connection:
+    """Open (creating or migrating) the store at ``path``; ``ConfigError`` names the path
+    when the file cannot be used."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _refused(path, f"cannot be created ({exc})") from exc
+    _check_file(path)
+    try:
+        db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise _refused(path, f"cannot be opened ({exc})") from exc
+    try:
+        _prepare(db, path)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _prepare(db: sqlite3.Connection, path: Path) -> None:
+    try:
+        db.execute("PRAGMA busy_timeout=30000")
+        check = db.execute("PRAGMA quick_check").fetchall()
+        if check != [("ok",)]:
+            detail = "; ".join(str(r[0]) for r in check[:3])
+            raise _refused(path, f"is damaged ({detail})")
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        _migrate(db, path)
+    except sqlite3.DatabaseError as exc:
+        raise _refused(path, f"is not a usable database ({exc})") from exc
+
+
+def _tables(db: sqlite3.Connection) -> set[str]:
+    rows = db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    return {r[0] for r in rows}
+
+
+def _migrate(db: sqlite3.Connection, path: Path) -> None:
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        tables = _tables(db)
+        if "schema_version" in tables:
+            row = db.execute("SELECT MAX(version) FROM schema_version").fetchone()
+            version = row[0] if row else None
+            if version is not None and version > SCHEMA_VERSION:
+                raise _refused(
+                    path,
+                    f"has schema version {version}, newer than this broker's "
+                    f"{SCHEMA_VERSION}; upgrade the broker",
+                )
+            if version == SCHEMA_VERSION:
+                db.execute("COMMIT")
+                return
+        for statement in _TABLES.split(";"):
+            if statement.strip():
+                db.execute(statement)
+        if "sessions" in tables:
+            _copy_v1(db, path)
+            db.execute("ALTER TABLE sessions RENAME TO sessions_v1")
+        db.execute("DELETE FROM schema_version")
+        db.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+
+
+def _copy_v1(db: sqlite3.Connection, path: Path) -> None:
+    """Write every version-1 session into the version-2 tables (inside the caller's
+    transaction)."""
+    rows = db.execute("SELECT session_id, data FROM sessions ORDER BY updated_at, session_id")
+    for session_id, data in rows.fetchall():
+        try:
+            doc = json.loads(data)
+            session = Session.from_dict(doc)
+            history = _history_of(doc)
+        except (ContextCoreError, ValueError, KeyError, TypeError) as exc:
+            reason = exc.message if isinstance(exc, ContextCoreError) else repr(exc)
+            raise _refused(
+                path, f"holds session {session_id!r} that cannot be migrated ({reason})"
+            ) from exc
+        _write_v1_session(db, session, history)
+
+
+def _history_of(doc: dict[str, Any]) -> SessionHistory | None:
+    data = (doc.get("extras") or {}).get("history")
+    return SessionHistory.from_dict(data) if data else None
+
+
+def _write_v1_session(
+    db: sqlite3.Connection, session: Session, history: SessionHistory | None
+) -> None:
+    sid = session.session_id
+    removed = json.dumps([r.to_dict() for r in session.removed])
+    messages = history.messages if history else ()
+    db.execute(
+        "INSERT INTO session_headers (session_id, agent, created_at, preset, removed, "
+        "next_message, next_turn) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (
+            sid,
+            session.agent,
+            session.created_at,
+            session.preset,
+            removed,
+            len(messages),
+            len(session.turns),
+        ),
+    )
+    db.executemany(
+        "INSERT INTO session_items (session_id, pos, type, name, server, include_mode) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        [
+            (sid, pos, i.ref.type, i.ref.name, i.ref.server or "", i.include_mode)
+            for pos, i in enumerate(session.items)
+        ],
+    )
+    db.executemany(
+        "INSERT INTO turns (session_id, seq, request_id, data) VALUES (?, ?, ?, ?)",
+        [
+            (sid, seq, t.request_id, json.dumps(t.to_dict(), ensure_ascii=False))
+            for seq, t in enumerate(session.turns)
+        ],
+    )
+    if history is None:
+        return
+    db.executemany(
+        "INSERT INTO messages (session_id, seq, message_id, raw) VALUES (?, ?, ?, ?)",
+        [
+            (sid, seq, m.id, json.dumps(dict(m.raw), ensure_ascii=False))
+            for seq, m in enumerate(messages)
+        ],
+    )
+    db.executemany(
+        "INSERT INTO message_calls (session_id, call_id, seq) VALUES (?, ?, ?)",
+        [(sid, c, seq) for seq, m in enumerate(messages) for c in m.call_ids],
+    )
+    parts = [("history", history.state_dict())]
+    if history.snapshot is not None:
+        parts.append(("snapshot", history.snapshot.to_dict()))
+    db.executemany(
+        "INSERT INTO session_parts (session_id, part, data) VALUES (?, ?, ?)",
+        [(sid, name, json.dumps(value, ensure_ascii=False)) for name, value in parts],
+    )

@@ -1,0 +1,548 @@
+"""The session store in one SQLite file: a table per session part, durable on every write.
+
+Each part of a session (header, items, turns, messages, small JSON parts, calls) is its own
+table, so an operation touches only the rows it needs and its cost does not grow with the
+session's age. The database runs in WAL mode with ``synchronous=FULL``: a commit is on disk
+when the call returns, even across a power loss. Writes run in ``BEGIN IMMEDIATE``
+transactions, which SQLite serialises across threads and processes, and sequence numbers
+are assigned inside them: concurrent writers to one file never lose a record and keep one
+order.
+
+A file that exists but is empty, truncated or not a database is refused when the store
+opens, naming the path; it is never treated as a new store. A file deleted, replaced or made
+read-only while the store is open makes every write fail with :class:`StoreUnavailable`
+(SQLite would otherwise keep writing to the deleted inode, or through the open descriptor).
+
+A file of the previous format (one ``sessions`` table of JSON documents) is migrated on
+open, in one transaction, into the new tables; the old table is kept as ``sessions_v1``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+from contextcore.items import ItemRef, parse_item_type
+from contextcore.sessions import RequestContext, SessionItem
+from contextcore.store import (
+    DuplicateRecord,
+    JsonChange,
+    MessageRecord,
+    SessionHeader,
+    StoreError,
+    StoreUnavailable,
+    UnknownSession,
+)
+
+from ._sqlite_schema import SCHEMA_VERSION, open_checked
+
+__all__ = ["SqliteSessionStore"]
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _ref_row(ref: ItemRef) -> tuple[str, str, str]:
+    return ref.type, ref.name, ref.server or ""
+
+
+def _ref(kind: str, name: str, server: str) -> ItemRef:
+    return ItemRef(parse_item_type(kind), name, server or None)
+
+
+def _refs_json(refs: Iterable[ItemRef]) -> str:
+    return _dumps([r.to_dict() for r in refs])
+
+
+def _refs(text: str) -> tuple[ItemRef, ...]:
+    return tuple(_ref(r["type"], r["name"], r.get("server") or "") for r in json.loads(text))
+
+
+class SqliteSessionStore:
+    """Sessions in a SQLite file, one table per part; every write commits before it returns."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._db = open_checked(path)
+        self._identity = _identity(path)
+        # One connection guarded by a lock: sqlite3 objects may cross threads when
+        # check_same_thread is off, as long as calls never overlap.
+        self._lock = threading.Lock()
+
+    # -- transactions -------------------------------------------------------------------
+
+    def _unavailable(self, why: str) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"the session database {str(self.path)!r} {why}; nothing was stored. Restore the "
+            "file (or its permissions) and restart the broker, or point persistence.path at "
+            "a new file"
+        )
+
+    def check_writable(self) -> None:
+        """``StoreUnavailable`` if the file was deleted, replaced or made read-only."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            raise self._unavailable("was deleted while the broker was running") from None
+        except OSError as exc:
+            raise self._unavailable(f"cannot be checked ({exc})") from exc
+        if (st.st_dev, st.st_ino) != self._identity:
+            raise self._unavailable("was replaced by another file while the broker was running")
+        if not st.st_mode & 0o222:
+            raise self._unavailable("was made read-only")
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self.check_writable()
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise self._unavailable(f"cannot be written ({exc})") from exc
+            try:
+                yield self._db
+                self._db.execute("COMMIT")
+            except BaseException as exc:
+                with suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.IntegrityError):
+                    raise DuplicateRecord(
+                        f"a message id or tool call id is already used in the session ({exc})"
+                    ) from exc
+                if isinstance(exc, sqlite3.Error):
+                    raise self._unavailable(f"cannot be written ({exc})") from exc
+                raise
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                yield self._db
+            except sqlite3.Error as exc:
+                raise StoreUnavailable(
+                    f"the session database {str(self.path)!r} cannot be read ({exc}); check the "
+                    "file, or restore it from a backup"
+                ) from exc
+
+    @staticmethod
+    def _require(db: sqlite3.Connection, session_id: str) -> None:
+        row = db.execute("SELECT 1 FROM session_headers WHERE session_id = ?", (session_id,))
+        if row.fetchone() is None:
+            raise UnknownSession(
+                f"unknown session_id {session_id!r}; create one with create_session",
+                field="session_id",
+            )
+
+    @staticmethod
+    def _next(db: sqlite3.Connection, session_id: str, counter: str, n: int) -> int:
+        """Reserve ``n`` sequence numbers of ``counter`` inside the open transaction."""
+        row = db.execute(
+            f"SELECT {counter} FROM session_headers WHERE session_id = ?", (session_id,)
+        ).fetchone()
+        if row is None:
+            raise UnknownSession(
+                f"unknown session_id {session_id!r}; create one with create_session",
+                field="session_id",
+            )
+        db.execute(
+            f"UPDATE session_headers SET {counter} = {counter} + ? WHERE session_id = ?",
+            (n, session_id),
+        )
+        return int(row[0])
+
+    # -- header and items ---------------------------------------------------------------
+
+    def create_session(self, header: SessionHeader, items: Sequence[SessionItem]) -> None:
+        with self._write() as db:
+            exists = db.execute(
+                "SELECT 1 FROM session_headers WHERE session_id = ?", (header.session_id,)
+            ).fetchone()
+            if exists:
+                raise StoreError(f"session {header.session_id!r} already exists")
+            _insert_header(db, header)
+            _insert_items(db, header.session_id, items, 0)
+
+    def header(self, session_id: str) -> SessionHeader | None:
+        with self._read() as db:
+            row = db.execute(
+                "SELECT agent, created_at, preset, removed FROM session_headers "
+                "WHERE session_id = ?",
+                (session_id,),
+            ).fetchone()
+        if row is None:
+            return None
+        return SessionHeader(session_id, row[0], row[1], row[2], _refs(row[3]))
+
+    def list_session_ids(self) -> list[str]:
+        with self._read() as db:
+            rows = db.execute("SELECT session_id FROM session_headers ORDER BY ord").fetchall()
+        return [r[0] for r in rows]
+
+    def items(self, session_id: str) -> tuple[SessionItem, ...]:
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT type, name, server, include_mode FROM session_items "
+                "WHERE session_id = ? ORDER BY pos",
+                (session_id,),
+            ).fetchall()
+        return tuple(SessionItem(_ref(t, n, s), m) for t, n, s, m in rows)
+
+    def add_items(self, session_id: str, items: Sequence[SessionItem]) -> tuple[SessionItem, ...]:
+        with self._write() as db:
+            self._require(db, session_id)
+            known = {
+                _ref(t, n, s)
+                for t, n, s in db.execute(
+                    "SELECT type, name, server FROM session_items WHERE session_id = ?",
+                    (session_id,),
+                )
+            }
+            added: list[SessionItem] = []
+            for item in items:
+                if item.ref not in known:
+                    known.add(item.ref)
+                    added.append(item)
+            if not added:
+                return ()
+            pos = db.execute(
+                "SELECT COALESCE(MAX(pos) + 1, 0) FROM session_items WHERE session_id = ?",
+                (session_id,),
+            ).fetchone()[0]
+            _insert_items(db, session_id, added, pos)
+            refs = {i.ref for i in added}
+            removed = _removed(db, session_id)
+            if refs & set(removed):
+                _set_removed(db, session_id, [r for r in removed if r not in refs])
+            return tuple(added)
+
+    def remove_item(self, session_id: str, ref: ItemRef) -> bool:
+        with self._write() as db:
+            self._require(db, session_id)
+            gone = db.execute(
+                "DELETE FROM session_items WHERE session_id = ? AND type = ? AND name = ? "
+                "AND server = ?",
+                (session_id, *_ref_row(ref)),
+            ).rowcount
+            removed = _removed(db, session_id)
+            if ref not in removed:
+                _set_removed(db, session_id, [*removed, ref])
+            return gone > 0
+
+    # -- turns --------------------------------------------------------------------------
+
+    def append_turn(self, session_id: str, turn: RequestContext) -> int:
+        data = _dumps(turn.to_dict())
+        with self._write() as db:
+            seq = self._next(db, session_id, "next_turn", 1)
+            db.execute(
+                "INSERT INTO turns (session_id, seq, request_id, data) VALUES (?, ?, ?, ?)",
+                (session_id, seq, turn.request_id, data),
+            )
+        return seq
+
+    def turn(self, session_id: str, request_id: str) -> RequestContext | None:
+        with self._read() as db:
+            row = db.execute(
+                "SELECT data FROM turns WHERE session_id = ? AND request_id = ? "
+                "ORDER BY seq LIMIT 1",
+                (session_id, request_id),
+            ).fetchone()
+        return RequestContext.from_dict(json.loads(row[0])) if row else None
+
+    def turns(
+        self, session_id: str, offset: int = 0, limit: int | None = None
+    ) -> list[RequestContext]:
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT data FROM turns WHERE session_id = ? ORDER BY seq LIMIT ? OFFSET ?",
+                (session_id, -1 if limit is None else limit, offset),
+            ).fetchall()
+        return [RequestContext.from_dict(json.loads(r[0])) for r in rows]
+
+    def turn_count(self, session_id: str) -> int:
+        with self._read() as db:
+            row = db.execute(
+                "SELECT COUNT(*) FROM turns WHERE session_id = ?", (session_id,)
+            ).fetchone()
+        return int(row[0])
+
+    def last_turn(self, session_id: str) -> RequestContext | None:
+        with self._read() as db:
+            row = db.execute(
+                "SELECT data FROM turns WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
+                (session_id,),
+            ).fetchone()
+        return RequestContext.from_dict(json.loads(row[0])) if row else None
+
+    # -- history messages ---------------------------------------------------------------
+
+    def append_messages(
+        self, session_id: str, messages: Sequence[MessageRecord]
+    ) -> tuple[int, ...]:
+        rows = [(m.id, _dumps(dict(m.raw)), m.call_ids) for m in messages]
+        with self._write() as db:
+            first = self._next(db, session_id, "next_message", len(rows))
+            seqs = tuple(range(first, first + len(rows)))
+            for seq, (message_id, raw, call_ids) in zip(seqs, rows, strict=True):
+                db.execute(
+                    "INSERT INTO messages (session_id, seq, message_id, raw) VALUES (?, ?, ?, ?)",
+                    (session_id, seq, message_id, raw),
+                )
+                db.executemany(
+                    "INSERT INTO message_calls (session_id, call_id, seq) VALUES (?, ?, ?)",
+                    [(session_id, c, seq) for c in call_ids],
+                )
+        return seqs
+
+    def messages(
+        self, session_id: str, start: int = 0, end: int | None = None
+    ) -> list[MessageRecord]:
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT seq, message_id, raw FROM messages WHERE session_id = ? AND seq >= ? "
+                "AND seq < ? ORDER BY seq",
+                (session_id, start, 2**62 if end is None else end),
+            ).fetchall()
+            calls: dict[int, list[str]] = {}
+            if rows:
+                for seq, call_id in db.execute(
+                    "SELECT seq, call_id FROM message_calls WHERE session_id = ? AND seq >= ? "
+                    "AND seq <= ?",
+                    (session_id, rows[0][0], rows[-1][0]),
+                ):
+                    calls.setdefault(seq, []).append(call_id)
+        return [
+            MessageRecord(mid, json.loads(raw), tuple(calls.get(seq, ())), seq)
+            for seq, mid, raw in rows
+        ]
+
+    def message_count(self, session_id: str) -> int:
+        with self._read() as db:
+            row = db.execute(
+                "SELECT next_message FROM session_headers WHERE session_id = ?", (session_id,)
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    def used_ids(
+        self, session_id: str, message_ids: Iterable[str], call_ids: Iterable[str]
+    ) -> tuple[frozenset[str], frozenset[str]]:
+        ids, calls = list(dict.fromkeys(message_ids)), list(dict.fromkeys(call_ids))
+        with self._read() as db:
+            found = {
+                r[0]
+                for chunk in _chunks(ids)
+                for r in db.execute(
+                    "SELECT message_id FROM messages WHERE session_id = ? AND message_id IN "
+                    f"({','.join('?' * len(chunk))})",
+                    (session_id, *chunk),
+                )
+            }
+            found_calls = {
+                r[0]
+                for chunk in _chunks(calls)
+                for r in db.execute(
+                    "SELECT call_id FROM message_calls WHERE session_id = ? AND call_id IN "
+                    f"({','.join('?' * len(chunk))})",
+                    (session_id, *chunk),
+                )
+            }
+        return frozenset(found), frozenset(found_calls)
+
+    def replace_messages(self, session_id: str, messages: Sequence[MessageRecord]) -> None:
+        with self._write() as db:
+            self._require(db, session_id)
+            for m in messages:
+                done = db.execute(
+                    "UPDATE messages SET message_id = ?, raw = ? WHERE session_id = ? AND seq = ?",
+                    (m.id, _dumps(dict(m.raw)), session_id, m.seq),
+                ).rowcount
+                if not done:
+                    raise StoreError(f"no stored message with seq {m.seq!r} to replace")
+                db.execute(
+                    "DELETE FROM message_calls WHERE session_id = ? AND seq = ?",
+                    (session_id, m.seq),
+                )
+                db.executemany(
+                    "INSERT INTO message_calls (session_id, call_id, seq) VALUES (?, ?, ?)",
+                    [(session_id, c, m.seq) for c in m.call_ids],
+                )
+
+    def delete_messages(self, session_id: str, start: int, end: int | None = None) -> int:
+        stop = 2**62 if end is None else end
+        with self._write() as db:
+            self._require(db, session_id)
+            where = "WHERE session_id = ? AND seq >= ? AND seq < ?"
+            db.execute(f"DELETE FROM message_calls {where}", (session_id, start, stop))
+            return int(
+                db.execute(f"DELETE FROM messages {where}", (session_id, start, stop)).rowcount
+            )
+
+    # -- small JSON parts ---------------------------------------------------------------
+
+    def _part(self, session_id: str, part: str) -> dict[str, Any] | None:
+        with self._read() as db:
+            row = db.execute(
+                "SELECT data FROM session_parts WHERE session_id = ? AND part = ?",
+                (session_id, part),
+            ).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def _update_part(self, session_id: str, part: str, change: JsonChange) -> dict[str, Any] | None:
+        with self._write() as db:
+            self._require(db, session_id)
+            row = db.execute(
+                "SELECT data FROM session_parts WHERE session_id = ? AND part = ?",
+                (session_id, part),
+            ).fetchone()
+            updated = change(json.loads(row[0]) if row else None)
+            db.execute(
+                "INSERT INTO session_parts (session_id, part, data) VALUES (?, ?, ?) "
+                "ON CONFLICT (session_id, part) DO UPDATE SET data = excluded.data",
+                (session_id, part, _dumps(updated)),
+            )
+        return updated
+
+    def history_state(self, session_id: str) -> dict[str, Any] | None:
+        return self._part(session_id, "history")
+
+    def update_history_state(self, session_id: str, change: JsonChange) -> dict[str, Any] | None:
+        return self._update_part(session_id, "history", change)
+
+    def snapshot(self, session_id: str) -> dict[str, Any] | None:
+        return self._part(session_id, "snapshot")
+
+    def update_snapshot(self, session_id: str, change: JsonChange) -> dict[str, Any] | None:
+        return self._update_part(session_id, "snapshot", change)
+
+    # -- calls and usage events ---------------------------------------------------------
+
+    def append_call(self, session_id: str, call: Mapping[str, Any]) -> int:
+        data = _dumps(dict(call))
+        with self._write() as db:
+            seq = self._next(db, session_id, "next_call", 1)
+            db.execute(
+                "INSERT INTO calls (session_id, seq, data) VALUES (?, ?, ?)",
+                (session_id, seq, data),
+            )
+        return seq
+
+    def calls(self, session_id: str) -> list[dict[str, Any]]:
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT seq, data FROM calls WHERE session_id = ? ORDER BY seq", (session_id,)
+            ).fetchall()
+        return [{**json.loads(data), "seq": seq} for seq, data in rows]
+
+    def append_usage_event(self, session_id: str | None, event: Mapping[str, Any]) -> int:
+        data = _dumps(dict(event))
+        with self._write() as db:
+            if session_id is not None:
+                self._require(db, session_id)
+            cur = db.execute(
+                "INSERT INTO usage_events (session_id, data) VALUES (?, ?)", (session_id, data)
+            )
+            assert cur.lastrowid is not None
+            return cur.lastrowid
+
+    def usage_events(self, session_id: str | None = None) -> list[dict[str, Any]]:
+        with self._read() as db:
+            if session_id is None:
+                rows = db.execute(
+                    "SELECT seq, session_id, data FROM usage_events ORDER BY seq"
+                ).fetchall()
+            else:
+                rows = db.execute(
+                    "SELECT seq, session_id, data FROM usage_events WHERE session_id = ? "
+                    "ORDER BY seq",
+                    (session_id,),
+                ).fetchall()
+        return [{**json.loads(data), "seq": seq, "session_id": sid} for seq, sid, data in rows]
+
+    # -- shared embedding cache ---------------------------------------------------------
+
+    def get_embeddings(self, model: str, hashes: Iterable[str]) -> dict[str, bytes]:
+        keys = list(dict.fromkeys(hashes))
+        with self._read() as db:
+            return {
+                h: bytes(v)
+                for chunk in _chunks(keys)
+                for h, v in db.execute(
+                    "SELECT hash, vector FROM embeddings WHERE model = ? AND hash IN "
+                    f"({','.join('?' * len(chunk))})",
+                    (model, *chunk),
+                )
+            }
+
+    def put_embeddings(self, model: str, vectors: Mapping[str, bytes]) -> None:
+        with self._write() as db:
+            db.executemany(
+                "INSERT OR IGNORE INTO embeddings (model, hash, vector) VALUES (?, ?, ?)",
+                [(model, h, bytes(v)) for h, v in vectors.items()],
+            )
+
+    def close(self) -> None:
+        """Close the database; the store cannot be used afterwards."""
+        with self._lock:
+            self._db.close()
+
+    def describe(self) -> str:
+        """Where the store keeps its data, for messages and ``check``."""
+        return f"sqlite at {self.path} (schema version {SCHEMA_VERSION})"
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
+def _chunks(values: list[str], size: int = 500) -> Iterator[list[str]]:
+    for i in range(0, len(values), size):
+        yield values[i : i + size]
+
+
+def _insert_header(db: sqlite3.Connection, header: SessionHeader) -> None:
+    db.execute(
+        "INSERT INTO session_headers (session_id, agent, created_at, preset, removed) "
+        "VALUES (?, ?, ?, ?, ?)",
+        (
+            header.session_id,
+            header.agent,
+            header.created_at,
+            header.preset,
+            _refs_json(header.removed),
+        ),
+    )
+
+
+def _insert_items(
+    db: sqlite3.Connection, session_id: str, items: Sequence[SessionItem], first: int
+) -> None:
+    db.executemany(
+        "INSERT INTO session_items (session_id, pos, type, name, server, include_mode) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        [
+            (session_id, first + i, *_ref_row(item.ref), item.include_mode)
+            for i, item in enumerate(items)
+        ],
+    )
+
+
+def _removed(db: sqlite3.Connection, session_id: str) -> tuple[ItemRef, ...]:
+    row = db.execute(
+        "SELECT removed FROM session_headers WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    return _refs(row[0])
+
+
+def _set_removed(db: sqlite3.Connection, session_id: str, refs: Sequence[ItemRef]) -> None:
+    db.execute(
+        "UPDATE session_headers SET removed = ? WHERE session_id = ?",
+        (_refs_json(refs), session_id),
+    )
