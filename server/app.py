@@ -21,6 +21,7 @@ from .downstream import Downstream
 from .gateway import Gateway, GatewaySettings, ToolGate, resolve_servers
 from .http import build_http_app, guard_settings, run_http
 from .mcp_server import build_server
+from .observability import http_routes, instrument
 from .passthrough import DirectCalls
 from .reload import ConfigReloader, serve_with_reload
 from .stdio import fast_stdio_server
@@ -81,6 +82,7 @@ def serve(
         transport,
         config.persistence.backend,
     )
+    observer = instrument(parts, config.telemetry)
     _load_model_in_background(parts)
     servers = resolve_servers(config)
     gateway = build_gateway(config, parts, servers)
@@ -95,6 +97,7 @@ def serve(
             record={name: cfg.record_calls for name, cfg in servers.items()},
             record_max_chars=config.gateway.record_max_chars,
             startup_budget=config.gateway.startup_budget,
+            observer=observer,
         )
     server = build_server(
         parts.broker,
@@ -103,13 +106,20 @@ def serve(
         history=history,
         summarizers=SummarizerFactory(config.history.summarizer),
         models=config.models,
+        observer=observer,
     )
     if transport == "stdio":
         direct = DirectCalls(downstream) if downstream is not None else None
         anyio.run(serve_with_reload, reloader, _with_gateway, gateway, _serve_stdio, server, direct)
         return 0
     assert guard is not None
-    app = build_http_app(server, transport, guard, session_idle_timeout=http.session_idle_timeout)
+    app = build_http_app(
+        server,
+        transport,
+        guard,
+        session_idle_timeout=http.session_idle_timeout,
+        routes=http_routes(parts, observer, gateway),
+    )
     bind_port = http.port if port is None else port
     args = (gateway, run_http, app, transport, bind_host, bind_port)
     anyio.run(serve_with_reload, reloader, _with_gateway, *args)

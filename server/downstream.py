@@ -36,6 +36,7 @@ from tools.gateway import (
 from .arguments import schema_problem
 from .call_policy import call_refusal
 from .gateway import ExposedTool, Gateway, GatewayError
+from .observability import Observer
 from .tool_calls import describe_validation_error, error_result
 
 __all__ = ["Downstream", "GatewayDirectory"]
@@ -102,8 +103,10 @@ class Downstream:
         record: Mapping[str, bool] | None = None,
         record_max_chars: int = 20_000,
         startup_budget: float = 5.0,
+        observer: Observer | None = None,
     ) -> None:
         self.gateway = gateway
+        self.observer = observer or Observer()
         self.broker = broker
         self.history = history
         self.directory = GatewayDirectory(gateway, broker.catalog)
@@ -283,10 +286,19 @@ class Downstream:
             await session.report_progress(value, total, message)
 
         callback = progress if session is not None else None
-        try:
-            return await self.gateway.call_tool(server, tool, arguments, progress_callback=callback)
-        except GatewayError as exc:
-            return error_result(str(exc))
+        # The span is current while the call is sent: the SDK passes its trace context on
+        # in the request's _meta.traceparent.
+        with self.observer.downstream_call(server, tool):
+            try:
+                result = await self.gateway.call_tool(
+                    server, tool, arguments, progress_callback=callback
+                )
+            except GatewayError as exc:
+                self.observer.downstream_failed(server)
+                return error_result(str(exc))
+            if result.is_error:
+                self.observer.downstream_failed(server)
+            return result
 
     async def _record_call(
         self, session_id: str, tool: str, arguments: dict[str, Any], result: types.CallToolResult

@@ -23,6 +23,7 @@ from contextcore.history_service import HistoryService
 from tools._spec import ToolContext
 from tools.surface import ToolSpec
 
+from .observability import Observer
 from .summarizers import SummarizerFactory, sampler_for
 
 __all__ = ["ToolRunner", "capped_result", "describe_validation_error"]
@@ -85,8 +86,10 @@ class ToolRunner:
         models: Mapping[str, AssemblyModelSpec] | None = None,
         directory: ToolDirectory | None = None,
         limits: LimitsConfig | None = None,
+        observer: Observer | None = None,
     ) -> None:
         self.broker = broker
+        self.observer = observer or Observer()
         # The history service carries the config's [limits]; an explicit one wins.
         self.limits = limits or (history.limits if history is not None else LimitsConfig())
         self.directory: ToolDirectory = directory or NoTools()
@@ -132,7 +135,19 @@ class ToolRunner:
         arguments: dict[str, Any],
         ctx: ServerRequestContext[Any] | None = None,
     ) -> types.CallToolResult:
-        """The tool's result, or an ``isError`` result naming the field and the problem."""
+        """The tool's result, or an ``isError`` result naming the field and the problem;
+        counted, timed and traced (under the caller's ``_meta.traceparent``)."""
+        with self.observer.tool_call(spec.name, ctx.meta if ctx is not None else None) as done:
+            result = await self._call(spec, arguments, ctx)
+            done(result)
+            return result
+
+    async def _call(
+        self,
+        spec: ToolSpec,  # type: ignore[type-arg]
+        arguments: dict[str, Any],
+        ctx: ServerRequestContext[Any] | None,
+    ) -> types.CallToolResult:
         try:
             args = spec.args.model_validate(arguments)
         except ValidationError as exc:
