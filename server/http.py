@@ -14,7 +14,7 @@ from mcp.server import Server
 from mcp.server.sse import SseServerTransport
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from contextcore.config import HttpConfig
@@ -123,10 +123,12 @@ def build_http_app(
     guard: GuardSettings,
     *,
     session_idle_timeout: float = 300.0,
+    routes: list[BaseRoute] | None = None,
 ) -> ASGIApp:
     """The ASGI app for one HTTP transport, wrapped in the guard. A Streamable HTTP session
     with no request in flight for ``session_idle_timeout`` seconds is closed (its id then
-    answers 404, so the client starts a new one)."""
+    answers 404, so the client starts a new one). ``routes`` (health, metrics, ``/ui/``)
+    are served beside the transport, behind the same guard."""
     security = _sdk_security(guard)
     app: Starlette
     if transport == "http":
@@ -146,6 +148,7 @@ def build_http_app(
                 Mount(MESSAGES_PATH, app=sse.handle_post_message),
             ]
         )
+    app.router.routes.extend(routes or [])
     return HttpGuard(app, guard)
 
 

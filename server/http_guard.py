@@ -18,6 +18,8 @@ __all__ = ["LOOPBACK_HOSTS", "GuardSettings", "HttpGuard"]
 log = logging.getLogger(__name__)
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+# Probes a balancer sends without credentials; they say only whether the broker is up.
+TOKEN_FREE_PATHS = frozenset({"/healthz", "/readyz"})
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,7 @@ class HttpGuard:
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
-        problem = self._check_headers(headers)
+        problem = self._check_headers(headers, needs_token=scope["path"] not in TOKEN_FREE_PATHS)
         if problem is not None:
             await _reject(send, *problem)
             return
@@ -90,7 +92,9 @@ class HttpGuard:
             receive = limited
         await self.app(scope, receive, send)
 
-    def _check_headers(self, headers: Headers) -> tuple[int, str, dict[str, str] | None] | None:
+    def _check_headers(
+        self, headers: Headers, *, needs_token: bool = True
+    ) -> tuple[int, str, dict[str, str] | None] | None:
         s = self.settings
         if s.allowed_hosts:
             host = headers.get("host", "")
@@ -115,7 +119,7 @@ class HttpGuard:
                     ),
                     None,
                 )
-        if s.auth_token is not None:
+        if s.auth_token is not None and needs_token:
             given = headers.get("authorization", "")
             scheme, _, token = given.partition(" ")
             if scheme.lower() != "bearer" or not hmac.compare_digest(

@@ -25,6 +25,7 @@ from tools.history import HISTORY_TOOLS
 from tools.surface import CONTEXT_TOOLS, ToolSpec
 
 from .downstream import Downstream
+from .observability import Observer
 from .prompts import CONTEXT_PROMPT, ContextPrompt
 from .resources import ResourceReader, resource_templates
 from .summarizers import SummarizerFactory
@@ -85,6 +86,7 @@ def build_server(
     history: HistoryService | None = None,
     summarizers: SummarizerFactory | None = None,
     models: Mapping[str, AssemblyModelSpec] | None = None,
+    observer: Observer | None = None,
 ) -> Server[Any]:
     """An MCP server exposing ``broker``'s tools and resources on any transport, its history
     tools, and, with ``downstream``, the gateway's tools, resources and prompts."""
@@ -99,6 +101,7 @@ def build_server(
         summarizers=summarizers,
         models=models,
         directory=directory,
+        observer=observer,
     )
     reader = ResourceReader(broker)
     tool_list = list_tools(TOOLS)

@@ -128,23 +128,28 @@ def _preview(message: str) -> str:
 
 def session_rows(broker: ContextBroker) -> list[SessionRow]:
     """Every stored session, the most recently used first."""
+    store = broker.store
     rows = []
-    for session_id in broker.store.list_ids():
-        session = broker.session(session_id)
+    for session_id in store.list_session_ids():
+        header = store.header(session_id)
+        if header is None:  # removed since it was listed
+            continue
+        last = store.last_turn(session_id)
         rows.append(
             SessionRow(
-                session_id=session.session_id,
-                agent=session.agent,
-                created_at=session.created_at,
-                turns=len(session.turns),
-                last_turn=session.turns[-1].timestamp if session.turns else None,
+                session_id=header.session_id,
+                agent=header.agent,
+                created_at=header.created_at,
+                turns=store.turn_count(session_id),
+                last_turn=last.timestamp if last is not None else None,
             )
         )
     return sorted(rows, key=lambda r: r.last_turn or r.created_at, reverse=True)
 
 
 def turn_rows(broker: ContextBroker, session_id: str) -> list[TurnRow]:
-    """A session's turns, oldest first."""
+    """A session's turns, oldest first (``SessionError`` for an unknown id)."""
+    sid = broker.require_session(session_id)
     return [
         TurnRow(
             request_id=t.request_id,
@@ -153,7 +158,7 @@ def turn_rows(broker: ContextBroker, session_id: str) -> list[TurnRow]:
             summary=summary_line(t.items),
             search_mode=t.search_mode,
         )
-        for t in broker.session(session_id).turns
+        for t in broker.store.turns(sid)
     ]
 
 

@@ -1,0 +1,362 @@
+"""Health, metrics and traces: what the broker did, for a balancer, a dashboard or a tracer.
+
+One :class:`Observer` per server (no module-level state): Prometheus metrics in its own
+registry (tool calls and latency, search modes, selections per include mode, downstream
+states and call errors, store errors) and, when a tracer provider is given, one span per
+tool call with search, store and downstream child spans. The caller's trace context comes
+from ``_meta.traceparent`` and is passed on to downstream servers the same way.
+:func:`readiness` answers ``/readyz``."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio.to_thread
+from mcp import types
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from contextcore.config import TelemetryConfig
+from contextcore.embedding import Embedder
+from contextcore.factory import BrokerParts
+
+from .gateway import Gateway
+
+__all__ = [
+    "Observer",
+    "Readiness",
+    "StatusRow",
+    "build_tracer_provider",
+    "health_routes",
+    "http_routes",
+    "instrument",
+    "readiness",
+]
+
+log = logging.getLogger(__name__)
+
+_PROPAGATOR = TraceContextTextMapPropagator()
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+StatusRow = tuple[str, str]  # (server name, state)
+
+
+def build_tracer_provider(config: TelemetryConfig) -> trace.TracerProvider | None:
+    """A tracer provider exporting over OTLP/HTTP to ``[telemetry] otlp_endpoint``; None when
+    no endpoint is configured. Needs the ``telemetry`` extra (opentelemetry-sdk)."""
+    if not config.otlp_endpoint:
+        return None
+    try:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError as exc:
+        from contextcore.errors import ConfigError
+
+        raise ConfigError(
+            f"telemetry.otlp_endpoint is {config.otlp_endpoint!r} but the OpenTelemetry SDK is "
+            f"not installed ({exc.name}); install mcp-context-broker[telemetry] or remove "
+            "otlp_endpoint",
+            field="telemetry.otlp_endpoint",
+        ) from None
+    provider = TracerProvider(resource=Resource.create({"service.name": config.service_name}))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=config.otlp_endpoint)))
+    return provider
+
+
+def _carrier(meta: Any) -> dict[str, str]:
+    if meta is None:
+        return {}
+    raw = meta.model_dump(by_alias=True) if hasattr(meta, "model_dump") else dict(meta)
+    return {
+        k: v for k, v in raw.items() if k in ("traceparent", "tracestate") and isinstance(v, str)
+    }
+
+
+class _DownstreamStates(Collector):
+    """``context_broker_downstream_up{server,state}``, read from the gateway at scrape time."""
+
+    def __init__(self, states: Callable[[], Iterable[StatusRow]]) -> None:
+        self.states = states
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "context_broker_downstream_up",
+            "1 when the downstream server is connected, else 0; the state is a label.",
+            labels=["server", "state"],
+        )
+        for name, state in self.states():
+            family.add_metric([name, state], 1.0 if state == "connected" else 0.0)
+        yield family
+
+
+class Observer:
+    """Metrics and (optional) traces of one broker server."""
+
+    def __init__(self, tracer_provider: trace.TracerProvider | None = None) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.calls = Counter(
+            "context_broker_tool_calls",
+            "Tool calls by tool and outcome.",
+            ["tool", "outcome"],
+            registry=r,
+        )
+        self.latency = Histogram(
+            "context_broker_tool_call_seconds",
+            "Tool call latency by tool.",
+            ["tool"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.searches = Counter(
+            "context_broker_searches",
+            "Request contexts built, by search mode.",
+            ["mode"],
+            registry=r,
+        )
+        self.selections = Counter(
+            "context_broker_selections",
+            "Items put in request contexts, by include mode and item type.",
+            ["include_mode", "type"],
+            registry=r,
+        )
+        self.downstream_calls = Counter(
+            "context_broker_downstream_calls", "Calls forwarded downstream.", ["server"], registry=r
+        )
+        self.downstream_errors = Counter(
+            "context_broker_downstream_call_errors",
+            "Forwarded calls that ended in an error.",
+            ["server"],
+            registry=r,
+        )
+        self.store_errors = Counter(
+            "context_broker_store_errors",
+            "Session store operations that failed.",
+            ["operation"],
+            registry=r,
+        )
+        self.tracer = tracer_provider.get_tracer("context-broker") if tracer_provider else None
+
+    def watch_downstream(self, states: Callable[[], Iterable[StatusRow]]) -> None:
+        """Report the downstream servers' states (``states`` is read at every scrape)."""
+        self.registry.register(_DownstreamStates(states))
+
+    def metrics(self) -> bytes:
+        """The Prometheus text exposition of every metric."""
+        return generate_latest(self.registry)
+
+    @contextmanager
+    def span(self, name: str, **attributes: Any) -> Iterator[trace.Span | None]:
+        """A child span of the current one (nothing without a tracer)."""
+        if self.tracer is None:
+            yield None
+            return
+        with self.tracer.start_as_current_span(name, attributes=attributes) as span:
+            yield span
+
+    @contextmanager
+    def tool_call(
+        self, tool: str, meta: Any = None
+    ) -> Iterator[Callable[[types.CallToolResult], None]]:
+        """Time one tool call and trace it under the caller's ``_meta.traceparent``; the
+        yielded function records the result (outcome, search mode, selections)."""
+        started = time.perf_counter()
+        outcome = ["error"]
+
+        def done(result: types.CallToolResult) -> None:
+            outcome[0] = "error" if result.is_error else "ok"
+            if tool == "build_request_context" and not result.is_error:
+                self._count_selection(result.structured_content or {})
+
+        carrier = _carrier(meta)
+        token = None
+        if carrier:
+            token = otel_context.attach(_PROPAGATOR.extract(carrier))
+        try:
+            with self.span(f"tool {tool}", **{"mcp.tool.name": tool}) as span:
+                yield done
+                if span is not None and outcome[0] == "error":
+                    span.set_status(trace.StatusCode.ERROR)
+        finally:
+            if token is not None:
+                otel_context.detach(token)
+            self.calls.labels(tool, outcome[0]).inc()
+            self.latency.labels(tool).observe(time.perf_counter() - started)
+
+    def _count_selection(self, structured: Mapping[str, Any]) -> None:
+        self.searches.labels(str(structured.get("search_mode") or "none")).inc()
+        for row in structured.get("items", []):
+            if isinstance(row, dict):
+                self.selections.labels(str(row.get("include_mode")), str(row.get("type"))).inc()
+
+    @contextmanager
+    def downstream_call(self, server: str, tool: str) -> Iterator[dict[str, str]]:
+        """Count and trace one forwarded call; yields the ``_meta`` trace context to pass on.
+        The caller marks failures with :meth:`downstream_failed`."""
+        self.downstream_calls.labels(server).inc()
+        with self.span(
+            f"downstream {server}/{tool}", **{"mcp.server": server, "mcp.tool.name": tool}
+        ):
+            carrier: dict[str, str] = {}
+            _PROPAGATOR.inject(carrier)
+            yield carrier
+
+    def downstream_failed(self, server: str) -> None:
+        self.downstream_errors.labels(server).inc()
+
+    def traced(self, kind: str, target: Any) -> Any:
+        """``target`` (a session store or the search engine) with each method call in a
+        ``<kind>.<method>`` span; store failures are counted."""
+        return _Traced(self, kind, target)
+
+
+class _Traced:
+    """Delegates every attribute to the wrapped object; calls go through a span."""
+
+    def __init__(self, observer: Observer, kind: str, target: Any) -> None:
+        self._observer = observer
+        self._kind = kind
+        self._target = target
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._target, name)
+        if name.startswith("_") or not callable(value):
+            return value
+        observer, kind = self._observer, self._kind
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with observer.span(f"{kind}.{name}"):
+                try:
+                    return value(*args, **kwargs)
+                except Exception:
+                    if kind == "store":
+                        observer.store_errors.labels(name).inc()
+                    raise
+
+        return call
+
+
+@dataclass
+class Readiness:
+    """``/readyz``: ready, or the reasons it is not; ``checks`` says what was looked at."""
+
+    reasons: list[str] = field(default_factory=list)
+    checks: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ready(self) -> bool:
+        return not self.reasons
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ready": self.ready, "reasons": self.reasons, "checks": self.checks}
+
+
+def readiness(
+    model: Callable[[], tuple[str, str | None]],
+    store: Callable[[], object],
+    downstream: Callable[[], Iterable[StatusRow]] | None,
+    downstream_gathered: bool = True,
+) -> Readiness:
+    """Whether the broker can answer well now. ``model()`` gives (state, reason) with state
+    ``loaded``, ``lexical-only`` (semantic off by choice), ``loading`` or ``failed``;
+    ``store()`` touches the session store. Downstream states are reported; the broker is not
+    ready until the first gathering of downstream servers is over."""
+    out = Readiness()
+    state, why = model()
+    out.checks["model"] = {"state": state, **({"reason": why} if why else {})}
+    if state not in ("loaded", "lexical-only"):
+        out.reasons.append(f"embedding model {state}" + (f": {why}" if why else ""))
+    try:
+        store()
+    except Exception as exc:  # any backend failure means "not reachable"
+        out.checks["store"] = {"state": "unreachable", "reason": f"{type(exc).__name__}: {exc}"}
+        out.reasons.append(f"session store unreachable: {type(exc).__name__}: {exc}")
+    else:
+        out.checks["store"] = {"state": "reachable"}
+    if downstream is not None:
+        out.checks["downstream"] = dict(downstream())
+        if not downstream_gathered:
+            out.reasons.append("downstream servers still connecting")
+    return out
+
+
+def health_routes(observer: Observer, ready: Callable[[], Readiness]) -> list[BaseRoute]:
+    """``/healthz`` (alive), ``/readyz`` (503 with the reasons when not ready), ``/metrics``."""
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "alive"})
+
+    async def readyz(request: Request) -> Response:
+        state = await anyio.to_thread.run_sync(ready)
+        return JSONResponse(state.to_dict(), status_code=200 if state.ready else 503)
+
+    async def metrics(request: Request) -> Response:
+        return Response(observer.metrics(), media_type=CONTENT_TYPE_LATEST)
+
+    return [
+        Route("/healthz", endpoint=healthz, methods=["GET"]),
+        Route("/readyz", endpoint=readyz, methods=["GET"]),
+        Route("/metrics", endpoint=metrics, methods=["GET"]),
+    ]
+
+
+def instrument(parts: BrokerParts, telemetry: TelemetryConfig) -> Observer:
+    """The server's observer; the broker's session store and search engine are wrapped so
+    their calls become child spans (and store failures are counted)."""
+    observer = Observer(build_tracer_provider(telemetry))
+    broker = parts.broker
+    broker.store = observer.traced("store", broker.store)
+    broker.search = observer.traced("search", broker.search)
+    return observer
+
+
+def _model_state(embedder: Embedder | None) -> tuple[str, str | None]:
+    if embedder is None:
+        return "lexical-only", "search.semantic = false"
+    status = embedder.status()
+    if status.loaded:
+        return "loaded", None
+    if status.error:
+        return "failed", status.error
+    return "loading", f"{status.model} is still loading"
+
+
+def http_routes(parts: BrokerParts, observer: Observer, gateway: Gateway | None) -> list[BaseRoute]:
+    """The routes the HTTP transport serves beside ``/mcp``: health, metrics and ``/ui/``."""
+    from .ui.web import ui_routes
+
+    def states() -> list[StatusRow]:
+        return [(s.name, s.state) for s in gateway.status()] if gateway is not None else []
+
+    if gateway is not None:
+        observer.watch_downstream(states)
+
+    def ready() -> Readiness:
+        rows = states()
+        return readiness(
+            lambda: _model_state(parts.embedder),
+            lambda: parts.broker.store.header("s_readiness-probe"),
+            states if gateway is not None else None,
+            downstream_gathered=all(state != "starting" for _, state in rows),
+        )
+
+    return [*health_routes(observer, ready), *ui_routes(parts.broker)]
