@@ -35,7 +35,7 @@ from contextcore.store import (
     UnknownSession,
 )
 
-from ._url import describe_url, scrub
+from ._urls import describe_url, scrub
 
 __all__ = ["SCHEMA_VERSION", "PostgresSessionStore"]
 
