@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .catalog import Catalog
@@ -176,13 +176,56 @@ def load_sessions(
     for sid in ids:
         try:
             found = load_session(store, sid)
-        except (ContextCoreError, ValueError, KeyError, TypeError) as exc:
-            reason = exc.message if isinstance(exc, ContextCoreError) else f"{exc!r}"
-            warnings.append(f"session {sid!r} skipped: {reason}")
-            continue
+        except _UNREADABLE as exc:
+            found = _readable_part(store, sid, exc, warnings)
         if found is not None:
             sessions.append(found)
     return sessions, warnings
+
+
+_UNREADABLE = (ContextCoreError, ValueError, KeyError, TypeError)
+
+
+def _reason(exc: BaseException) -> str:
+    return exc.message if isinstance(exc, ContextCoreError) else f"{type(exc).__name__}: {exc}"
+
+
+def _readable_part(
+    store: SessionStore, sid: str, exc: BaseException, warnings: list[str]
+) -> Session | None:
+    """A session whose turn log could not be read whole: its turns read one by one, each
+    unreadable one left out and named; the whole session left out if even that fails."""
+    try:
+        header = _session_without_turns(store, sid)
+        count = store.turn_count(sid)
+    except _UNREADABLE as again:
+        warnings.append(f"session {sid!r} skipped: {_reason(again)}")
+        return None
+    if header is None:
+        warnings.append(f"session {sid!r} skipped: {_reason(exc)}")
+        return None
+    turns: list[RequestContext] = []
+    for position in range(count):
+        try:
+            turns += store.turns(sid, offset=position, limit=1)
+        except _UNREADABLE as bad:
+            warnings.append(f"session {sid!r}: stored turn {position} skipped: {_reason(bad)}")
+    return replace(header, turns=tuple(turns))
+
+
+def _session_without_turns(store: SessionStore, sid: str) -> Session | None:
+    """A session's header and items (no turn log), or None when there is no such session."""
+    header = store.header(sid)
+    if header is None:
+        return None
+    return Session(
+        session_id=header.session_id,
+        agent=header.agent,
+        created_at=header.created_at,
+        items=store.items(sid),
+        removed=header.removed,
+        preset=header.preset,
+    )
 
 
 def sessions_of(store: SessionStore, session_id: str | None = None) -> list[Session]:
