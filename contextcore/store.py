@@ -283,6 +283,7 @@ class MemorySessionStore:
     def __init__(self) -> None:
         self._sessions: dict[str, _Records] = {}
         self._usage: list[dict[str, Any]] = []
+        self._usage_next = 0  # sequence numbers are never reused, even after a delete
         self._embeddings: dict[tuple[str, str], bytes] = {}
         self._lock = threading.Lock()
 
@@ -484,7 +485,8 @@ class MemorySessionStore:
         with self._lock:
             if session_id is not None:
                 self._get(session_id)
-            seq = len(self._usage)
+            seq = self._usage_next
+            self._usage_next += 1
             self._usage.append({**event, "seq": seq, "session_id": session_id})
             return seq
 
@@ -493,6 +495,17 @@ class MemorySessionStore:
             return [
                 dict(e) for e in self._usage if session_id is None or e["session_id"] == session_id
             ]
+
+    def delete_usage_events(self, session_id: str | None = None) -> int:
+        """Delete one session's usage events (None: all); returns how many were deleted
+        (``forget``; a backend without this method cannot forget)."""
+        with self._lock:
+            kept = [
+                e for e in self._usage if session_id is not None and e["session_id"] != session_id
+            ]
+            removed = len(self._usage) - len(kept)
+            self._usage = kept
+            return removed
 
     def get_embeddings(self, model: str, hashes: Iterable[str]) -> dict[str, bytes]:
         with self._lock:

@@ -525,6 +525,14 @@ class PostgresSessionStore:
             rows = cur.fetchall()
         return [{**json.loads(d), "seq": int(s), "session_id": sid} for s, sid, d in rows]
 
+    def delete_usage_events(self, session_id: str | None = None) -> int:
+        with self._tx() as cur:
+            if session_id is None:
+                cur.execute("DELETE FROM usage_events")
+            else:
+                cur.execute("DELETE FROM usage_events WHERE session_id = %s", (session_id,))
+            return int(cur.rowcount)
+
     # -- shared embedding cache -------------------------------------------------------------
 
     def get_embeddings(self, model: str, hashes: Iterable[str]) -> dict[str, bytes]:

@@ -465,6 +465,14 @@ class SqliteSessionStore:
                 ).fetchall()
         return [{**json.loads(data), "seq": seq, "session_id": sid} for seq, sid, data in rows]
 
+    def delete_usage_events(self, session_id: str | None = None) -> int:
+        with self._write() as db:
+            if session_id is None:
+                return db.execute("DELETE FROM usage_events").rowcount
+            return db.execute(
+                "DELETE FROM usage_events WHERE session_id = ?", (session_id,)
+            ).rowcount
+
     # -- shared embedding cache ---------------------------------------------------------
 
     def get_embeddings(self, model: str, hashes: Iterable[str]) -> dict[str, bytes]:
