@@ -30,6 +30,7 @@ __all__ = [
     "HistoryConfig",
     "HttpConfig",
     "InlineItem",
+    "LearningConfig",
     "LimitsConfig",
     "TelemetryConfig",
     "PersistenceConfig",
@@ -170,6 +171,19 @@ class HistoryConfig(_Model):
     summarizer: SummarizerConfig = SummarizerConfig()
 
 
+class LearningConfig(_Model):
+    """Learning from usage: how strongly the requests that led to an item's use shape its
+    ranking (``weight`` at full evidence), from how many requests on (``min_evidence``), for
+    how long (``decay``: half-life in days, 0 = never), and how many recent requests per item
+    are kept for the nearest-request vote."""
+
+    enabled: bool = True
+    weight: float = Field(4.0, ge=0.0)
+    min_evidence: int = Field(1, ge=1)
+    decay: float = Field(0.0, ge=0.0)
+    max_requests_per_item: int = Field(32, ge=1, le=10_000)
+
+
 class LimitsConfig(_Model):
     """How much one tool call may store, and how big one tool result may be.
 
@@ -252,6 +266,7 @@ class BrokerConfig(_Model):
     history: HistoryConfig = HistoryConfig()
     gateway: GatewayConfig = GatewayConfig()
     limits: LimitsConfig = LimitsConfig()
+    learning: LearningConfig = LearningConfig()
     telemetry: TelemetryConfig = TelemetryConfig()
     servers: dict[str, DownstreamConfig] = Field(default_factory=dict)
     mcp_servers_file: Path | None = None

@@ -12,6 +12,7 @@ from .config import BrokerConfig, InlineItem
 from .embedding import Embedder, FastEmbedEmbedder
 from .embedding_cache import EmbeddingCache, MemoryEmbeddingCache, SqliteEmbeddingCache
 from .items import ContextItem, Reference, Rule
+from .learning import LearningSettings, UsageLearner
 from .loaders import load_catalog_json, load_markdown_dir, load_markdown_file
 from .search import SearchEngine, SearchSettings
 from .store import SessionStore
@@ -21,6 +22,7 @@ __all__ = [
     "build_broker",
     "build_cache",
     "build_embedder",
+    "build_learner",
     "build_search",
     "default_model_dir",
     "load_items",
@@ -122,6 +124,20 @@ def build_search(config: BrokerConfig, catalog: Catalog, embedder: Embedder | No
     return SearchEngine(catalog, embedder, cache=build_cache(config), settings=settings)
 
 
+def build_learner(config: BrokerConfig) -> UsageLearner | None:
+    """The usage learner of ``[learning]`` (None when learning is off)."""
+    c = config.learning
+    if not c.enabled:
+        return None
+    settings = LearningSettings(
+        weight=c.weight,
+        min_evidence=c.min_evidence,
+        decay_days=c.decay,
+        max_requests_per_item=c.max_requests_per_item,
+    )
+    return UsageLearner(settings)
+
+
 @dataclass
 class BrokerParts:
     """Everything built from one config."""
@@ -145,7 +161,12 @@ def build_broker(
     if embedder is None and use_config_embedder:
         embedder = build_embedder(config)
     search = build_search(config, catalog, embedder)
+    search.learner = build_learner(config)
     broker = ContextBroker(
         catalog, search, store=store, max_message_chars=config.server.max_message_chars
     )
+    if search.learner is not None:
+        from .usage import UsageRecorder
+
+        UsageRecorder(broker).rebuild()  # what earlier runs learned, from the stored events
     return BrokerParts(config, catalog, embedder, search, broker)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import math
+import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
@@ -89,6 +90,8 @@ class UsageLearner:
     def __init__(self, settings: LearningSettings | None = None, *, clock: Clock = time.time):
         self.settings = settings or LearningSettings()
         self._clock = clock
+        # Held while state changes or a search reads it (learning runs in worker threads).
+        self._lock = threading.RLock()
         self._reset()
 
     def _reset(self) -> None:
@@ -116,6 +119,12 @@ class UsageLearner:
         at: float | None = None,
     ) -> None:
         """Learn that ``ref`` was used for a request embedded as ``vector`` (O(dim))."""
+        with self._lock:
+            self._learn(ref, vector, session_id, at)
+
+    def _learn(
+        self, ref: ItemRef, vector: Vector, session_id: str | None, at: float | None
+    ) -> None:
         v = np.asarray(vector, dtype=np.float16).astype(np.float32)
         at = self._clock() if at is None else at
         scale = self._scale(at)
@@ -140,6 +149,10 @@ class UsageLearner:
     def forget(self, session_id: str | None = None) -> int:
         """Remove what was learned from one session (None: everything); returns how many
         items changed. Items left without requests rank exactly as before learning."""
+        with self._lock:
+            return self._forget(session_id)
+
+    def _forget(self, session_id: str | None) -> int:
         if session_id is None:
             changed = len(self.items())
             self._reset()
@@ -193,6 +206,12 @@ class UsageLearner:
     ) -> None:
         """Add each learned item's weighted usage score to its chunks' ``fused`` scores, in
         place; items without history are left untouched."""
+        with self._lock:
+            self._adjust(query, query_vector, fused, layout)
+
+    def _adjust(
+        self, query: str, query_vector: Vector, fused: npt.NDArray[np.float32], layout: Layout
+    ) -> None:
         self.remember(query, query_vector)
         if not self.settings.enabled or self.learned == 0 or self.settings.weight <= 0:
             return
@@ -251,7 +270,8 @@ class UsageLearner:
     def _grow(self, capacity: int) -> None:
         def grown(old: npt.NDArray[np.generic], shape: tuple[int, ...]) -> npt.NDArray[np.generic]:
             new = np.zeros(shape, dtype=old.dtype)
-            new[: old.shape[0]] = old
+            if old.size:
+                new[: old.shape[0]] = old
             return new
 
         self._sums = grown(self._sums, (capacity, self._dim))  # type: ignore[assignment]
