@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from .items import ItemRef
 from .metrics import completeness_at, mrr, ndcg_at, recall_at
 from .search import SearchEngine
 
-__all__ = ["EvalQuery", "EvalReport", "evaluate", "load_queries"]
+__all__ = ["EvalQuery", "EvalReport", "QueryMisses", "evaluate", "load_queries"]
 
 
 @dataclass(frozen=True)
@@ -26,8 +27,20 @@ class EvalQuery:
 
 
 @dataclass(frozen=True)
+class QueryMisses:
+    """One query's gold items outside its top k: their rank (``None``: not ranked at all)
+    and the items ranked in the top k instead."""
+
+    query: str
+    missing: dict[str, int | None]
+    top: list[str]
+
+
+@dataclass(frozen=True)
 class EvalReport:
-    """Averaged metrics; ``missing_gold`` lists gold keys absent from the catalog."""
+    """Averaged metrics; ``missing_gold`` lists gold keys absent from the catalog;
+    ``misses`` (when asked for) the queries whose gold items are not all in the top
+    ``misses_at``."""
 
     mode: str
     n_queries: int
@@ -35,9 +48,11 @@ class EvalReport:
     metrics: dict[str, float]
     missing_gold: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    misses: list[QueryMisses] | None = None
+    misses_at: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "mode": self.mode,
             "n_queries": self.n_queries,
             "n_items": self.n_items,
@@ -45,6 +60,10 @@ class EvalReport:
             "missing_gold": self.missing_gold,
             "warnings": self.warnings,
         }
+        if self.misses is not None:
+            out["misses_at"] = self.misses_at
+            out["misses"] = [asdict(m) for m in self.misses]
+        return out
 
 
 def load_queries(path: Path) -> list[EvalQuery]:
@@ -74,26 +93,35 @@ def load_queries(path: Path) -> list[EvalQuery]:
     return out
 
 
-def evaluate(
+Progress = Callable[[str], None]
+
+
+def _rank_all(
     engine: SearchEngine,
     queries: Sequence[EvalQuery],
     *,
-    ks: Sequence[int] = (1, 5, 10),
-    mode: str = "hybrid",
-) -> EvalReport:
-    """Rank every enabled catalog item for each query (top_n = largest k, no include_score
-    cut-off, every chunk considered) and average recall@k, ndcg@k, comp@k and mrr."""
-    if not ks or any(k < 1 for k in ks):
-        raise CatalogError(f"k values must be integers >= 1, got {list(ks)!r}", field="k")
-    catalog: Catalog = engine.catalog
-    known = {item.ref.key for item in catalog.enabled()}
-    missing = sorted({g for q in queries for g in q.gold if g not in known})
-    top_n = max(ks)
-    chunks = max(engine.index().chunks, 1) if mode != "lexical" else max(len(known), 1) * 64
-    sums: dict[str, float] = {}
+    top_n: int,
+    mode: str,
+    progress: Progress,
+) -> tuple[list[list[str]], str, list[str]]:
+    """Each query's ranked item keys, the mode search used, and its warnings."""
+    n_items = len(list(engine.catalog.enabled()))
+    chunks = max(n_items, 1) * 64
+    if mode != "lexical":
+        progress(f"indexing {n_items} items (loading the model, embedding what is not cached)")
+        started = time.monotonic()
+        stats = engine.index()
+        chunks = max(stats.chunks, 1)
+        progress(
+            f"indexed {stats.items} items in {stats.chunks} chunks ({stats.embedded} embedded, "
+            f"{stats.from_cache} from the cache) in {time.monotonic() - started:.1f} s"
+        )
+        progress(f"embedding {len(queries)} queries")
+    vectors = engine.embed_queries([q.query for q in queries]) if mode != "lexical" else None
+    rankings: list[list[str]] = []
     used_mode = mode
     warnings: list[str] = []
-    vectors = engine.embed_queries([q.query for q in queries]) if mode != "lexical" else None
+    step = max(len(queries) // 10, 25)  # small sets: one line at the end
     for i, q in enumerate(queries):
         result = engine.search(
             q.query,
@@ -105,7 +133,53 @@ def evaluate(
         )
         used_mode = result.mode
         warnings.extend(w for w in result.warnings if w not in warnings)
-        ranked = [h.ref.key for h in result.hits]
+        rankings.append([h.ref.key for h in result.hits])
+        if (i + 1) % step == 0 or i + 1 == len(queries):
+            progress(f"ranked {i + 1}/{len(queries)} queries")
+    return rankings, used_mode, warnings
+
+
+def _misses(
+    queries: Sequence[EvalQuery], rankings: Sequence[list[str]], k: int
+) -> list[QueryMisses]:
+    out: list[QueryMisses] = []
+    for q, ranked in zip(queries, rankings, strict=True):
+        top = ranked[:k]
+        missing = sorted(g for g in q.gold if g not in top)
+        if missing:
+            ranks = {key: ranked.index(key) + 1 if key in ranked else None for key in missing}
+            out.append(QueryMisses(q.query, ranks, top))
+    return out
+
+
+def evaluate(
+    engine: SearchEngine,
+    queries: Sequence[EvalQuery],
+    *,
+    ks: Sequence[int] = (1, 5, 10),
+    mode: str = "hybrid",
+    misses_at: int | None = None,
+    progress: Progress | None = None,
+) -> EvalReport:
+    """Rank every enabled catalog item for each query (top_n = largest k, no include_score
+    cut-off, every chunk considered) and average recall@k, ndcg@k, comp@k and mrr.
+
+    ``misses_at`` lists, per query, the gold items not in its top ``misses_at``;
+    ``progress`` receives a line per step (indexing, embedding, every tenth of the queries).
+    """
+    if not ks or any(k < 1 for k in ks):
+        raise CatalogError(f"k values must be integers >= 1, got {list(ks)!r}", field="k")
+    if misses_at is not None and misses_at < 1:
+        raise CatalogError(f"--misses must be >= 1, got {misses_at!r}", field="misses")
+    catalog: Catalog = engine.catalog
+    known = {item.ref.key for item in catalog.enabled()}
+    missing = sorted({g for q in queries for g in q.gold if g not in known})
+    top_n = max(*ks, misses_at or 1)
+    rankings, used_mode, warnings = _rank_all(
+        engine, queries, top_n=top_n, mode=mode, progress=progress or (lambda _line: None)
+    )
+    sums: dict[str, float] = {}
+    for q, ranked in zip(queries, rankings, strict=True):
         gold = set(q.gold)
         for k in ks:
             sums[f"recall@{k}"] = sums.get(f"recall@{k}", 0.0) + recall_at(ranked, gold, k)
@@ -113,4 +187,7 @@ def evaluate(
             sums[f"comp@{k}"] = sums.get(f"comp@{k}", 0.0) + completeness_at(ranked, gold, k)
         sums["mrr"] = sums.get("mrr", 0.0) + mrr(ranked, gold)
     metrics = {name: round(total / len(queries), 4) for name, total in sorted(sums.items())}
-    return EvalReport(used_mode, len(queries), len(known), metrics, missing, warnings)
+    misses = _misses(queries, rankings, misses_at) if misses_at is not None else None
+    return EvalReport(
+        used_mode, len(queries), len(known), metrics, missing, warnings, misses, misses_at
+    )

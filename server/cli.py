@@ -102,6 +102,16 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--k", default="1,5,10", help="comma-separated cut-offs (default 1,5,10)")
     ev.add_argument("--json", action="store_true", help="print one JSON object")
     ev.add_argument("--model-dir", type=Path, default=None, help="local model directory")
+    ev.add_argument(
+        "--misses",
+        type=int,
+        nargs="?",
+        const=5,
+        default=None,
+        metavar="K",
+        help="list each query's gold items that are not in its top K (default 5)",
+    )
+    ev.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
     stats = sub.add_parser(
         "stats", help="inclusion analytics from the session store", parents=[common]
@@ -205,7 +215,20 @@ def _format_report(report: EvalReport, ks: Sequence[int]) -> str:
     for key in report.missing_gold:
         lines.append(f"  warning: gold key {key} is not in the catalog")
     lines += [f"  warning: {w}" for w in report.warnings]
+    if report.misses is not None:
+        lines.append(
+            f"misses at {report.misses_at}: {len(report.misses)} of {report.n_queries} queries"
+        )
+        for miss in report.misses:
+            lines.append(f"  {miss.query!r}")
+            for key, rank in miss.missing.items():
+                lines.append(f"    missed {key} ({f'rank {rank}' if rank else 'not ranked'})")
+            lines.append(f"    top: {', '.join(miss.top) or '(nothing)'}")
     return "\n".join(lines)
+
+
+def _eval_progress(line: str) -> None:
+    print(f"eval: {line}", file=sys.stderr, flush=True)
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
@@ -219,12 +242,21 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     else:
         from .live import gather_downstream
 
+        if not args.quiet:
+            _eval_progress("loading the config and starting its downstream servers")
         parts = build_broker(load_config(args.config))
         for status in gather_downstream(parts):
             if not status["connected"]:
                 log.warning("server %s is not connected: %s", status["name"], status["lastError"])
         engine = parts.search
-    report = evaluate(engine, load_queries(args.queries), ks=ks, mode=args.mode)
+    report = evaluate(
+        engine,
+        load_queries(args.queries),
+        ks=ks,
+        mode=args.mode,
+        misses_at=args.misses,
+        progress=None if args.quiet else _eval_progress,
+    )
     if args.json:
         print(json.dumps(report.to_dict()))
     else:
