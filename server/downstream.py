@@ -23,6 +23,7 @@ from contextcore.catalog import Catalog
 from contextcore.errors import ContextCoreError
 from contextcore.history_service import HistoryService
 from contextcore.items import ItemRef, Tool
+from contextcore.usage import UsageRecorder
 from tools.gateway import (
     CALL_TOOL_DESCRIPTION,
     LIST_SERVERS_DESCRIPTION,
@@ -110,6 +111,7 @@ class Downstream:
         self.broker = broker
         self.history = history
         self.directory = GatewayDirectory(gateway, broker.catalog)
+        self.usage = UsageRecorder(broker)
         self._record = dict(record or {})
         self._record_max_chars = record_max_chars
         self._startup_budget = startup_budget
@@ -229,6 +231,8 @@ class Downstream:
             k in meta for k in ("progress_token", "progressToken")
         )
         result = await self._forward(server, tool, arguments, session if wants_progress else None)
+        if session_id is not None and not result.is_error:  # used for the session's last turn
+            await self._learn_use(session_id, ItemRef("tool", tool, server))
         if session_id is not None and self.history is not None and self._record.get(server, True):
             await self._record_call(session_id, tool, arguments, result)
         return result
@@ -319,6 +323,13 @@ class Downstream:
             await anyio.to_thread.run_sync(append)
         except Exception as exc:
             log.warning("could not record call of %s in session history: %s", tool, exc)
+
+    async def _learn_use(self, session_id: str, ref: ItemRef) -> None:
+        """Record a proxied call as a use of its tool; never fails the call itself."""
+        try:
+            await anyio.to_thread.run_sync(self.usage.tool_called, session_id, ref)
+        except Exception as exc:
+            log.warning("could not record the use of %s: %s", ref.key, exc)
 
     def _list_servers(self) -> types.CallToolResult:
         rows = []

@@ -23,6 +23,7 @@ from tools.analytics import GET_USAGE_STATS
 from tools.assembly import ASSEMBLY_TOOLS
 from tools.history import HISTORY_TOOLS
 from tools.surface import CONTEXT_TOOLS, ToolSpec
+from tools.usage import USAGE_TOOLS
 
 from .downstream import Downstream
 from .observability import Observer
@@ -51,7 +52,7 @@ _NEEDS_DOWNSTREAM_TOOLS = frozenset(
         "list_session_context",
     }
 )
-TOOLS = (*CONTEXT_TOOLS, *HISTORY_TOOLS, *ASSEMBLY_TOOLS, GET_USAGE_STATS, APP_TOOL)
+TOOLS = (*CONTEXT_TOOLS, *HISTORY_TOOLS, *ASSEMBLY_TOOLS, GET_USAGE_STATS, *USAGE_TOOLS, APP_TOOL)
 INSTRUCTIONS = (
     "Call create_session once per conversation and keep its session_id. Before answering each "
     "user message, call build_request_context(session_id, message): its text holds the rules "
