@@ -37,6 +37,8 @@ TOOLS = {
     "get_snapshot",
     "get_context_stats",
     "get_usage_stats",
+    "record_usage",
+    "forget_usage",
     "assemble_context",
     "ui_request_context",
 }
