@@ -65,6 +65,7 @@ def check_report(config_path: Path) -> dict[str, Any]:
     except GatewayError as exc:
         return {"ok": False, "config": str(config_path), "error": str(exc)}
     persistence = config.persistence
+    store_error = _store_problem(config)
     return {
         "ok": True,
         "config": str(config_path),
@@ -75,8 +76,23 @@ def check_report(config_path: Path) -> dict[str, Any]:
         "persistence": {
             "backend": persistence.backend,
             "path": str(config.resolve(persistence.path)) if persistence.path else None,
+            "error": store_error,
         },
     }
+
+
+def _store_problem(config: Any) -> str | None:
+    """Why the session store cannot be used (refused at startup, or not writable), or None."""
+    from .stores import build_store, check_store
+
+    try:
+        store = build_store(config)
+    except ContextCoreError as exc:
+        return exc.message
+    try:
+        return check_store(store)
+    finally:
+        store.close()
 
 
 def format_check(report: dict[str, Any]) -> str:
@@ -102,6 +118,8 @@ def format_check(report: dict[str, Any]) -> str:
         lines += _trust_lines(server["name"], server.get("trust"))
     p = report["persistence"]
     lines.append(f"persistence: {p['backend']}" + (f" at {p['path']}" if p["path"] else ""))
+    if p.get("error"):
+        lines.append(f"  error: {p['error']}")
     if check_exit_code(report) == SERVER_DOWN:
         lines.append(
             f"a downstream server is not connected (see its last error above): exit code "
@@ -141,7 +159,7 @@ def check_exit_code(report: dict[str, Any]) -> int:
     """0 when all is well, 1 for an invalid config, 2 when an enabled downstream server could
     not be started or reached, 3 when a downstream tool is held back or flagged (a person
     should look before plugging the config into a host)."""
-    if not report["ok"]:
+    if not report["ok"] or report["persistence"].get("error"):
         return 1
     if any(s["state"] not in ("connected", "disabled") for s in report["servers"]):
         return SERVER_DOWN
