@@ -24,6 +24,7 @@ from contextcore.evaluation import EvalReport, evaluate, load_queries
 from contextcore.factory import build_broker, build_search, default_model_dir, resolve_model_dir
 from contextcore.loaders import load_catalog_json
 
+from . import learning_cli
 from .gateway import GatewayError
 from .install import CLIENTS, InstallError, install
 from .model_setup import prepare_model_dir
@@ -103,6 +104,9 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", action="store_true", help="print one JSON object")
     ev.add_argument("--model-dir", type=Path, default=None, help="local model directory")
     ev.add_argument(
+        "--usage-log", type=Path, default=None, help="learn from this usage log (only) first"
+    )
+    ev.add_argument(
         "--misses",
         type=int,
         nargs="?",
@@ -121,6 +125,7 @@ def _parser() -> argparse.ArgumentParser:
     stats.add_argument("--json", action="store_true", help="print one JSON object")
 
     _tools_parser(sub)
+    learning_cli.add_parsers(sub, common, _add_config)
     _install_parser(sub)
 
     setup = sub.add_parser(
@@ -249,6 +254,10 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             if not status["connected"]:
                 log.warning("server %s is not connected: %s", status["name"], status["lastError"])
         engine = parts.search
+    if args.usage_log is not None:
+        learned = learning_cli.learn_from_log(engine, args.usage_log)
+        if not args.quiet:
+            _eval_progress(f"learned from {learned} logged request(s) of {args.usage_log}")
     report = evaluate(
         engine,
         load_queries(args.queries),
@@ -329,6 +338,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "stats": _cmd_stats,
         "serve": _cmd_serve,
         "tools": _cmd_tools,
+        "learn": learning_cli.cmd_learn,
+        "forget": learning_cli.cmd_forget,
         "install": _cmd_install,
     }
     try:
