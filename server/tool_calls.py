@@ -176,7 +176,6 @@ _REST_HINTS = {
     "list_catalog": "list one item type at a time (types)",
     "get_usage_stats": "ask for one session at a time (session_id)",
     "get_request_context": "ask for names only (detail='names') or a smaller max_context_tokens",
-    "get_snapshot": "the snapshot is whole in the text of get_history's window",
 }
 _CUT = "…[{} characters cut]"
 _ENVELOPE_BYTES = 2048  # JSON-RPC envelope and the note itself
