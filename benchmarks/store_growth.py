@@ -1,0 +1,134 @@
+"""Does a session get slower as it grows? Cost of one append and of one request context on a
+young and on an old session, through the broker and the history service, on a real store.
+
+    .venv/bin/python benchmarks/store_growth.py [--postgres-url URL] [--reps 40]
+
+Measured in one run: appending one message at 10 messages and at 10,000 (target ratio
+<= 1.5), and ``build_request_context`` on a fresh session and on one with 3,000 turns and
+4,000 messages (target <= 1.2). Medians of ``--reps`` calls each. The previous store (one
+JSON document per session, rewritten on every change) measured 47x for the append (at 100
+and 4,000 messages) and 133x for the request context (turn 50 against turn 3,000).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from contextcore.config import BrokerConfig, HistoryConfig
+from contextcore.embedding import HashEmbedder
+from contextcore.factory import build_broker
+from contextcore.history_service import HistoryService
+from contextcore.store import SessionStore
+from server.stores.sqlite import SqliteSessionStore
+
+SMALL_MESSAGES, BIG_MESSAGES = 10, 10_000
+OLD_TURNS, OLD_MESSAGES = 3_000, 4_000
+
+
+def _median_ms(fn: Callable[[], object], reps: int) -> float:
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def _fill(service: HistoryService, sid: str, count: int, tag: str) -> None:
+    for start in range(0, count, 200):
+        n = min(200, count - start)
+        batch = [
+            {"role": "user" if i % 2 else "assistant", "content": f"{tag} message {start + i}"}
+            for i in range(n)
+        ]
+        service.append_messages(sid, batch)
+
+
+def measure(store: SessionStore, reps: int) -> dict[str, float]:
+    """Medians (ms) and ratios for one store."""
+    parts = build_broker(BrokerConfig(), embedder=HashEmbedder(), store=store)
+    broker, service = parts.broker, HistoryService(parts.broker, HistoryConfig())
+    counter = iter(range(10**9))
+
+    def append(sid: str) -> Callable[[], object]:
+        return lambda: service.append_messages(
+            sid, [{"role": "user", "content": f"one more {next(counter)}"}]
+        )
+
+    small = broker.create_session().session_id
+    _fill(service, small, SMALL_MESSAGES, "small")
+    big = broker.create_session().session_id
+    _fill(service, big, BIG_MESSAGES, "big")
+    # Interleave the two sides so that drift (disk, other load) hits both alike.
+    a, b = [], []
+    for _ in range(reps):
+        a.append(_median_ms(append(small), 1))
+        b.append(_median_ms(append(big), 1))
+    out = {"append_small_ms": statistics.median(a), "append_big_ms": statistics.median(b)}
+    fresh = broker.create_session().session_id
+    old = broker.create_session().session_id
+    for i in range(OLD_TURNS):
+        broker.build_request_context(old, f"turn {i}: which rules apply to sql queries")
+    _fill(service, old, OLD_MESSAGES, "old")
+
+    def build(sid: str) -> Callable[[], object]:
+        return lambda: broker.build_request_context(sid, "which rules apply to sql queries")
+
+    f, o = [], []
+    for _ in range(reps):
+        f.append(_median_ms(build(fresh), 1))
+        o.append(_median_ms(build(old), 1))
+    out["build_fresh_ms"] = statistics.median(f)
+    out["build_old_ms"] = statistics.median(o)
+    out["append_ratio"] = out["append_big_ms"] / out["append_small_ms"]
+    out["build_ratio"] = out["build_old_ms"] / out["build_fresh_ms"]
+    return out
+
+
+def _report(name: str, r: dict[str, float]) -> None:
+    print(f"{name}:")
+    print(
+        f"  append one message: {r['append_small_ms']:.2f} ms at {SMALL_MESSAGES} messages, "
+        f"{r['append_big_ms']:.2f} ms at {BIG_MESSAGES:,}: {r['append_ratio']:.2f}x "
+        "(target <= 1.5x; previous store 47x)"
+    )
+    print(
+        f"  build_request_context: {r['build_fresh_ms']:.2f} ms fresh, {r['build_old_ms']:.2f} ms "
+        f"with {OLD_TURNS:,} turns and {OLD_MESSAGES:,} messages: {r['build_ratio']:.2f}x "
+        "(target <= 1.2x; previous store 133x)"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=40)
+    parser.add_argument("--postgres-url", help="also measure a PostgreSQL store at this URL")
+    args = parser.parse_args()
+    ok = True
+    with tempfile.TemporaryDirectory() as folder:
+        store = SqliteSessionStore(Path(folder) / "growth.sqlite3")
+        result = measure(store, args.reps)
+        store.close()
+        _report("sqlite (WAL, synchronous=FULL)", result)
+        ok = ok and result["append_ratio"] <= 1.5 and result["build_ratio"] <= 1.2
+    if args.postgres_url:
+        from server.stores.postgres import PostgresSessionStore
+
+        pg = PostgresSessionStore(args.postgres_url)
+        result = measure(pg, args.reps)
+        pg.close()
+        _report("postgres", result)
+        ok = ok and result["append_ratio"] <= 1.5 and result["build_ratio"] <= 1.2
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
