@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import os
 import signal
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -53,7 +53,9 @@ async def replicas(
     folder: Path, backend: str, url: str
 ) -> AsyncIterator[list[tuple[str, anyio.abc.Process]]]:
     """``REPLICAS`` brokers on one store; the URL reaches them only through the environment."""
-    config = write_config(folder, backend=backend)
+    # No summary and no window: get_history returns every stored message.
+    whole = "\n[history]\nauto_summarize = false\nwindow_without_summary = 100000\n"
+    config = write_config(folder, backend=backend, extra=whole)
     text = config.read_text(encoding="utf-8")
     line = f'backend = "{backend}"'
     config.write_text(text.replace(line, line + '\nurl = "${env:BROKER_STORE_URL}"', 1))
@@ -146,28 +148,36 @@ async def test_every_acknowledged_write_survives_a_replica_killed_mid_load(
     victim = 1
     acked: dict[int, list[str]] = {k: [] for k in range(REPLICAS)}
     failed: list[BaseException] = []
-    async with replicas(tmp_path, backend, store_url) as procs, clients(_urls(procs)) as each:
+    async with replicas(tmp_path, backend, store_url) as procs:
+        urls = _urls(procs)
         with anyio.fail_after(120):
-            sid = (await call(each[0], "create_session", agent="t"))["session_id"]
+            async with Client(f"{urls[0]}/mcp") as first:
+                sid = (await call(first, "create_session", agent="t"))["session_id"]
             loaded = anyio.Event()
             killed = anyio.Event()
+            after_kill = [0]
 
-            async def writer(k: int, stop: Callable[[], bool]) -> None:
-                i = 0
-                while not stop():
-                    message = {"role": "user", "content": f"replica {k} message {i}"}
-                    try:
-                        out = await call(
-                            each[k], "append_messages", session_id=sid, messages=[message]
-                        )
-                    except Exception as exc:  # only the killed replica may fail
-                        assert k == victim, exc
-                        failed.append(exc)
-                        return
-                    acked[k].extend(out["ids"])
-                    i += 1
-                    if k == victim and i == 10:
-                        loaded.set()
+            def stop(k: int) -> bool:
+                if k == victim:
+                    return killed.is_set()
+                after_kill[0] += killed.is_set()  # survivors write 20 more times after the kill
+                return after_kill[0] > 20
+
+            async def writer(k: int) -> None:
+                # Each writer owns its client: the killed replica's breaks only its own writer.
+                try:
+                    async with Client(f"{urls[k]}/mcp") as client:
+                        while not stop(k):
+                            message = {"role": "user", "content": f"replica {k} #{len(acked[k])}"}
+                            out = await call(
+                                client, "append_messages", session_id=sid, messages=[message]
+                            )
+                            acked[k].extend(out["ids"])
+                            if k == victim and len(acked[k]) == 10:
+                                loaded.set()
+                except Exception as exc:
+                    assert k == victim, exc  # only the killed replica may fail
+                    failed.append(exc)
 
             async def killer() -> None:
                 await loaded.wait()
@@ -175,22 +185,14 @@ async def test_every_acknowledged_write_survives_a_replica_killed_mid_load(
                 await procs[victim][1].wait()
                 killed.set()
 
-            survivors_done = [0]
-
-            def survivors_stop() -> bool:
-                # Survivors keep writing until 20 more acknowledged writes after the kill.
-                if killed.is_set():
-                    survivors_done[0] += 1
-                return survivors_done[0] > 20
-
             async with anyio.create_task_group() as tg:
                 tg.start_soon(killer)
-                tg.start_soon(writer, victim, killed.is_set)
                 for k in range(REPLICAS):
-                    if k != victim:
-                        tg.start_soon(writer, k, survivors_stop)
+                    tg.start_soon(writer, k)
             assert procs[victim][1].returncode == -signal.SIGKILL
-            seen = [await _history_ids(each[k], sid) for k in range(REPLICAS) if k != victim]
+            survivors = [u for k, u in enumerate(urls) if k != victim]
+            async with clients(survivors) as each:
+                seen = [await _history_ids(c, sid) for c in each]
     assert len(acked[victim]) >= 10 and len(acked[0]) > 0 and len(acked[2]) > 0
     assert seen[0] == seen[1]
     stored = set(seen[0])
