@@ -113,8 +113,8 @@ class QueryCache:
 
     def remember(self, queries: Sequence[str]) -> None:
         fresh = sorted(set(queries) - set(self._known))
-        for start in range(0, len(fresh), 256):
-            batch = fresh[start : start + 256]
+        for start in range(0, len(fresh), 200):
+            batch = fresh[start : start + 200]  # under the child-process threshold
             for text, vector in zip(batch, self.inner.embed(batch), strict=True):
                 self._known[text] = vector
 
