@@ -98,12 +98,6 @@ class Catalog:
             self._items[item.ref] = item
             self.version += 1
 
-    def remove(self, ref: ItemRef) -> None:
-        """Drop an item if present."""
-        with self._lock:
-            if self._items.pop(ref, None) is not None:
-                self.version += 1
-
     def apply(self, upserts: Iterable[ContextItem], removals: Iterable[ItemRef]) -> None:
         """Add or replace ``upserts`` and drop ``removals`` as one change: readers see the
         old set or the new one, and ``version`` moves once."""

@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .catalog import Catalog
-from .embedding import Embedder, ModelStatus, Vectors
+from .embedding import Embedder, Vectors
 from .embedding_cache import EmbeddingCache, MemoryEmbeddingCache
 from .errors import ContextCoreError, SearchInputError
 from .index import ChunkIndex, IndexStats, Layout
@@ -96,10 +96,6 @@ class SearchEngine:
         self.settings = settings or SearchSettings()
         self._index = ChunkIndex(cache or MemoryEmbeddingCache())
         self._synced_version = -1
-
-    def model_status(self) -> ModelStatus | None:
-        """The embedder's status, or None when the engine is lexical-only by configuration."""
-        return self.embedder.status() if self.embedder is not None else None
 
     def _sync(self) -> None:
         version = self.catalog.version  # read first: a change during sync is seen next time

@@ -28,7 +28,6 @@ from .session import (
     append_messages,
     clear_history,
     collapse_messages,
-    expand_group,
     update_snapshot,
     update_summary,
 )
@@ -81,7 +80,6 @@ __all__ = [
     "collapse_messages",
     "default_registry",
     "detect_shape",
-    "expand_group",
     "get_window",
     "history_stats",
     "message_tokens",

@@ -37,7 +37,6 @@ __all__ = [
     "check_shape",
     "clear_history",
     "collapse_messages",
-    "expand_group",
     "update_snapshot",
     "update_summary",
     "with_group",
@@ -182,14 +181,6 @@ def with_group(history: SessionHistory, group: CollapseGroup) -> SessionHistory:
     """``history`` holding ``group``, replacing a group of the same name (ids unchecked)."""
     groups = (*(g for g in history.groups if g.name != group.name), group)
     return replace(history, groups=groups)
-
-
-def expand_group(history: SessionHistory, name: str) -> SessionHistory:
-    """Remove the collapsed group ``name``; raise ``HistoryError`` if there is none."""
-    if all(g.name != name for g in history.groups):
-        names = ", ".join(repr(g.name) for g in history.groups) or "none"
-        raise HistoryError(f"no collapsed group named {name!r}; groups: {names}", field="name")
-    return replace(history, groups=tuple(g for g in history.groups if g.name != name))
 
 
 def clear_history(history: SessionHistory) -> SessionHistory:
