@@ -8,13 +8,19 @@ runs against it.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from servers import PostgresServer, RedisServer, postgres_server, redis_server
 
 from contextcore.store import MemorySessionStore, SessionStore
+from server.stores.postgres import PostgresSessionStore
+from server.stores.redis import RedisSessionStore
 from server.stores.sqlite import SqliteSessionStore
+
+__all__ = ["postgres_server", "redis_server"]  # session-wide servers, started on first use
 
 StoreFactory = Callable[[pytest.FixtureRequest, Path], Iterator[SessionStore]]
 
@@ -29,9 +35,29 @@ def _sqlite(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionS
     store.close()
 
 
+_schemas = itertools.count()
+
+
+def _postgres(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    store = PostgresSessionStore(server.create_schema(f"contract_{next(_schemas)}"))
+    yield store
+    store.close()
+
+
+def _redis(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
+    server: RedisServer = request.getfixturevalue("redis_server")
+    server.flush()
+    store = RedisSessionStore(server.url())
+    yield store
+    store.close()
+
+
 BACKENDS: dict[str, StoreFactory] = {
     "memory": _memory,
     "sqlite": _sqlite,
+    "postgres": _postgres,
+    "redis": _redis,
 }
 
 

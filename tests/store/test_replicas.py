@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
-from servers import PostgresServer, RedisServer, postgres_server, redis_server  # noqa: F401
+from servers import PostgresServer, RedisServer
 
 from tests.mcp_calls import call
 from tests.server.broker_procs import running_broker, server_env, write_config
