@@ -14,13 +14,15 @@ from .errors import (
     UnknownToolError,
 )
 from .gateway import ExposedChangeFn, Gateway
-from .models import ExposedTool, GatewaySettings, ServerState, ServerStatus
+from .models import ConnectionState, ExposedTool, GatewaySettings, ServerStatus
 from .naming import assign_names, sanitize, split_resource_uri, wrap_resource_uri
 from .secrets import RedactingFilter, Redactor, expand_env, expand_server
+from .server_state import ServerState, ServerTable
 from .servers_file import load_servers_file, parse_servers, resolve_servers
 from .trust import ToolGate, TrustReport
 
 __all__ = [
+    "ConnectionState",
     "DownstreamError",
     "ExposedChangeFn",
     "ExposedTool",
@@ -32,6 +34,7 @@ __all__ = [
     "SecretError",
     "ServerState",
     "ServerStatus",
+    "ServerTable",
     "ServerUnavailableError",
     "ServersFileError",
     "ToolGate",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 import anyio
 import mcp_types as types
@@ -18,9 +18,8 @@ import mcp_types as types
 from .connection import Connection
 from .errors import UnknownToolError
 from .naming import assign_names, split_resource_uri, wrap_resource_uri
-
-if TYPE_CHECKING:
-    from .gateway import Gateway
+from .secrets import Redactor
+from .server_state import ServerTable
 
 __all__ = ["ResourceProxy"]
 
@@ -29,10 +28,11 @@ T = TypeVar("T")
 
 
 class ResourceProxy:
-    """Lists and reads downstream resources and prompts for one gateway."""
+    """Lists and reads downstream resources and prompts of the servers in one table."""
 
-    def __init__(self, gateway: Gateway) -> None:
-        self._gw = gateway
+    def __init__(self, servers: ServerTable, redactor: Redactor) -> None:
+        self._servers = servers
+        self._redactor = redactor
         self._prompts: dict[str, tuple[str, str]] = {}
 
     async def _gather(
@@ -46,18 +46,18 @@ class ResourceProxy:
                     out[name] = await fetch(conn)
             except Exception as exc:
                 log.warning(
-                    "%s", self._gw.redactor.redact(f"downstream {name!r}: listing failed: {exc!r}")
+                    "%s", self._redactor.redact(f"downstream {name!r}: listing failed: {exc!r}")
                 )
 
         async with anyio.create_task_group() as tg:
-            for name, conn, timeout in self._gw._live_connections():
-                tg.start_soon(one, name, conn, timeout)
+            for server, conn in self._servers.live():
+                tg.start_soon(one, server.name, conn, server.config.timeout)
         return out
 
     async def list_resources(self) -> list[types.Resource]:
         """Every downstream resource with its URI wrapped, by server then original order."""
         found = await self._gather(lambda c: c.list_resources())
-        redact = self._gw.redactor.redact_model
+        redact = self._redactor.redact_model
         return [
             redact(r).model_copy(update={"uri": wrap_resource_uri(server, r.uri)})
             for server in sorted(found)
@@ -73,26 +73,24 @@ class ResourceProxy:
                 "use a downstream://<server>/... URI from resources/list"
             )
         server_name, original = target
-        server = self._gw._server(server_name)
-        conn = self._gw._live(server, original)
+        server = self._servers.get(server_name)
+        conn = server.live(original)
         try:
             result = await conn.session.read_resource(original)
         except Exception as exc:
-            raise self._gw._call_failed(
-                server, conn, f"resource {original!r}", exc, tool=None
-            ) from None
+            raise server.call_failed(conn, f"resource {original!r}", exc, tool=None) from None
         contents = [
             c.model_copy(update={"uri": wrap_resource_uri(server_name, c.uri)})
             for c in result.contents
         ]
-        return self._gw.redactor.redact_model(result.model_copy(update={"contents": contents}))
+        return self._redactor.redact_model(result.model_copy(update={"contents": contents}))
 
     async def list_prompts(self) -> list[types.Prompt]:
         """Every downstream prompt named ``<server>__<prompt>``, in a stable order."""
         found = await self._gather(lambda c: c.list_prompts())
         names = assign_names((s, p.name) for s, prompts in found.items() for p in prompts)
         self._prompts = {exposed: key for key, exposed in names.items()}
-        redact = self._gw.redactor.redact_model
+        redact = self._redactor.redact_model
         rows = [
             redact(p).model_copy(update={"name": names[(s, p.name)]})
             for s, prompts in found.items()
@@ -110,12 +108,10 @@ class ResourceProxy:
         if target is None:
             raise UnknownToolError(f"no downstream prompt is exposed as {name!r}; see prompts/list")
         server_name, original = target
-        server = self._gw._server(server_name)
-        conn = self._gw._live(server, original)
+        server = self._servers.get(server_name)
+        conn = server.live(original)
         try:
             result = await conn.session.get_prompt(original, arguments)
         except Exception as exc:
-            raise self._gw._call_failed(
-                server, conn, f"prompt {original!r}", exc, tool=None
-            ) from None
-        return self._gw.redactor.redact_model(result)
+            raise server.call_failed(conn, f"prompt {original!r}", exc, tool=None) from None
+        return self._redactor.redact_model(result)

@@ -19,9 +19,7 @@ from typing import Any
 import anyio
 import anyio.abc
 import mcp_types as types
-from mcp import MCPError
 from mcp.shared.dispatcher import ProgressFnT
-from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from contextcore.catalog import Catalog
 from contextcore.config import BrokerConfig, DownstreamConfig
@@ -30,18 +28,15 @@ from contextcore.items import Tool
 from ._proxy import ResourceProxy
 from .connection import Connection
 from .errors import (
-    DownstreamError,
     GatewayError,
-    ServerUnavailableError,
-    ToolHeldError,
-    UnknownServerError,
 )
 from .models import ExposedTool, GatewaySettings, ServerStatus
 from .naming import assign_names
 from .secrets import Redactor
+from .server_state import ServerState, ServerTable
 from .servers_file import resolve_servers
-from .supervisor import DownstreamServer, Supervisor
-from .trust import ToolGate, approve_hint, log_report
+from .supervisor import Supervisor
+from .trust import ToolGate, log_report
 
 __all__ = ["ExposedChangeFn", "Gateway"]
 
@@ -77,13 +72,13 @@ class Gateway:
         self.redactor = redactor or Redactor()
         self.on_exposed_change = on_exposed_change
         self._environ = os.environ if environ is None else environ
-        self._servers = {name: DownstreamServer(name, cfg) for name, cfg in sorted(servers.items())}
+        self._servers = ServerTable(servers, self.redactor)
         self._names: dict[tuple[str, str], str] = {}
         self._by_exposed: dict[str, tuple[str, str]] = {}
         self._exposed_fingerprint: tuple[Any, ...] = ()
         self._changed = anyio.Event()
         self._tg: anyio.abc.TaskGroup | None = None
-        self._proxy = ResourceProxy(self)
+        self._proxy = ResourceProxy(self._servers, self.redactor)
 
     @classmethod
     def from_config(cls, config: BrokerConfig, catalog: Catalog, **kwargs: Any) -> Gateway:
@@ -98,7 +93,7 @@ class Gateway:
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         now = anyio.current_time()
-        for server in self._servers.values():
+        for server in self._servers:
             server.started_at = now
             if not server.config.enabled:
                 self._set(server, state="disabled")
@@ -127,7 +122,7 @@ class Gateway:
         """Wait until every enabled server connected or failed its first attempt; never longer
         than the slowest server's own timeout (a hung handshake counts as failed), nor than
         ``budget`` seconds after the gateway started. Returns the servers still starting."""
-        for server in self._servers.values():
+        for server in self._servers:
             limit = server.config.timeout if budget is None else min(budget, server.config.timeout)
             remaining = server.started_at + limit - anyio.current_time()
             if server.first_attempt_done.is_set() or (budget is not None and remaining <= 0):
@@ -138,7 +133,7 @@ class Gateway:
 
     def starting(self) -> list[str]:
         """Enabled servers whose first connection attempt has not finished yet."""
-        return [s.name for s in self._servers.values() if not s.first_attempt_done.is_set()]
+        return [s.name for s in self._servers if not s.first_attempt_done.is_set()]
 
     async def wait_until(self, predicate: Callable[[], bool]) -> None:
         """Wait until ``predicate()`` holds; re-checked after every status or tool change.
@@ -150,16 +145,16 @@ class Gateway:
 
     def status(self) -> list[ServerStatus]:
         """One row per configured server, by name."""
-        return [self._status(s) for s in self._servers.values()]
+        return [s.status() for s in self._servers]
 
     def server_status(self, server: str) -> ServerStatus:
         """The status of one server; ``UnknownServerError`` if it is not configured."""
-        return self._status(self._server(server))
+        return self._servers.get(server).status()
 
     def tools(self) -> list[ExposedTool]:
         """Every known downstream tool (any include mode, connected or not), by exposed name."""
         rows = []
-        for server in self._servers.values():
+        for server in self._servers:
             for tool in server.tools:
                 item = self.catalog.get(Tool(server.name, tool.name).ref)
                 include = item.effective_include if item is not None else "always"
@@ -183,15 +178,16 @@ class Gateway:
 
     def server_config(self, server: str) -> DownstreamConfig | None:
         """The settings in force for one server (tool settings change on reload), or None."""
-        state = self._servers.get(server)
+        state = self._servers.find(server)
         return state.config if state is not None else None
 
     def retune(self, servers: Mapping[str, DownstreamConfig]) -> list[str]:
         """Apply new tool settings (``include``, ``tools``, ``call_policy``) to the servers
         already running; return the names of servers added, removed or otherwise changed,
         whose new settings take effect only after a restart."""
-        later = sorted(set(servers) ^ set(self._servers))
-        for name, state in self._servers.items():
+        later = sorted(set(servers) ^ set(self._servers.names()))
+        for state in self._servers:
+            name = state.name
             new = servers.get(name)
             if new is None:
                 continue
@@ -203,7 +199,7 @@ class Gateway:
             if tuned != state.config:
                 state.config = tuned
                 if state.tools:
-                    self.catalog.replace_server_tools(name, self._tool_items(state, state.tools))
+                    self.catalog.replace_server_tools(name, state.catalog_items(state.tools))
         self._notify_exposed()
         return sorted(later)
 
@@ -217,7 +213,7 @@ class Gateway:
 
     async def refresh(self, server: str) -> None:
         """Ask for a tool-list refresh of one server (debounced like ``list_changed``)."""
-        self._server(server).refresh_wanted.set()
+        self._servers.get(server).refresh_wanted.set()
 
     # -- calls -----------------------------------------------------------------------------
 
@@ -237,10 +233,10 @@ class Gateway:
         a timeout, a dropped connection or a protocol error raises a ``GatewayError`` naming
         server and tool. Cancelling the caller cancels the downstream request.
         """
-        state = self._server(server)
-        original = self._original_tool(state, tool)
-        self._refuse_held(state, original)
-        conn = self._live(state, original)
+        state = self._servers.get(server)
+        original = state.original_tool(tool)
+        state.refuse_held(original)
+        conn = state.live(original)
         progress = self._redacted_progress(progress_callback)
         try:
             result = await conn.call_tool(
@@ -250,7 +246,7 @@ class Gateway:
                 progress_callback=progress,
             )
         except Exception as exc:
-            raise self._call_failed(state, conn, f"tool {original!r}", exc, tool=original) from None
+            raise state.call_failed(conn, f"tool {original!r}", exc, tool=original) from None
         return self.redactor.redact_model(result)
 
     async def call_tool_json(
@@ -264,16 +260,16 @@ class Gateway:
         """:meth:`call_tool` without progress, returning the result as the JSON object the
         downstream sent (secrets masked) instead of a ``CallToolResult``; failures raise the
         same ``GatewayError``. What a pass-through relays to the host unchanged."""
-        state = self._server(server)
-        original = self._original_tool(state, tool)
-        self._refuse_held(state, original)
-        conn = self._live(state, original)
+        state = self._servers.get(server)
+        original = state.original_tool(tool)
+        state.refuse_held(original)
+        conn = state.live(original)
         try:
             result = await conn.call_tool_json(
                 original, arguments, timeout=timeout or state.config.timeout
             )
         except Exception as exc:
-            raise self._call_failed(state, conn, f"tool {original!r}", exc, tool=original) from None
+            raise state.call_failed(conn, f"tool {original!r}", exc, tool=original) from None
         if self.redactor.contains_secret(result):
             return self.redactor.redact_json(result)  # type: ignore[no-any-return]
         return result
@@ -307,59 +303,7 @@ class Gateway:
         """Render a prompt by its exposed name."""
         return await self._proxy.get_prompt(name, arguments)
 
-    # -- internals shared with the resource/prompt proxy -----------------------------------
-
-    def _live_connections(self) -> list[tuple[str, Connection, float]]:
-        return [
-            (s.name, s.connection, s.config.timeout)
-            for s in self._servers.values()
-            if s.connection is not None and s.state == "connected"
-        ]
-
-    def _server(self, name: str) -> DownstreamServer:
-        server = self._servers.get(name)
-        if server is None:
-            known = ", ".join(self._servers) or "none"
-            raise UnknownServerError(
-                f"no downstream server named {name!r}; configured servers: {known}", server=name
-            )
-        return server
-
-    def _live(self, server: DownstreamServer, what: str | None = None) -> Connection:
-        conn = server.connection
-        if conn is None or server.state != "connected":
-            reason = f": {server.last_error}" if server.last_error else ""
-            target = f" to call {what!r}" if what else ""
-            raise ServerUnavailableError(
-                self.redactor.redact(
-                    f"downstream server {server.name!r} is not connected{target} "
-                    f"(state {server.state}{reason}); it is retried automatically, "
-                    "see list_servers"
-                ),
-                server=server.name,
-                tool=what,
-            )
-        return conn
-
-    def _call_failed(
-        self,
-        server: DownstreamServer,
-        conn: Connection,
-        what: str,
-        exc: Exception,
-        *,
-        tool: str | None,
-    ) -> GatewayError:
-        if isinstance(exc, MCPError) and exc.code == REQUEST_TIMEOUT:
-            detail = "timed out"
-        elif isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED:
-            detail = f"failed: {exc.error.message} (code {exc.code})"
-        else:
-            conn.closed.set()  # the transport is gone or broken: reconnect
-            detail = f"failed, connection lost ({type(exc).__name__}: {exc})"
-        message = self.redactor.redact(f"downstream server {server.name!r}: {what} {detail}")
-        log.warning("%s", message)
-        return DownstreamError(message, server=server.name, tool=tool)
+    # -- internals ----------------------------------------------------------------------
 
     def _redacted_progress(
         self, callback: Callable[[float, float | None, str | None], Awaitable[None]] | None
@@ -373,19 +317,10 @@ class Gateway:
 
         return forward
 
-    @staticmethod
-    def _original_tool(server: DownstreamServer, tool: str) -> str:
-        if not server.tools or any(t.name == tool for t in server.tools):
-            return tool
-        for candidate in server.tools:
-            if f"{server.name}__{candidate.name}" == tool:
-                return candidate.name
-        return tool  # unknown here; the downstream answers with its own error
-
     # -- catalog and names -----------------------------------------------------------------
 
     def _apply_tools(
-        self, server: DownstreamServer, tools: list[types.Tool], connection: Connection
+        self, server: ServerState, tools: list[types.Tool], connection: Connection
     ) -> None:
         self._admit(server, tools)
         self._set(
@@ -397,7 +332,7 @@ class Gateway:
         )
         self._notify_exposed()
 
-    def _admit(self, server: DownstreamServer, tools: list[types.Tool]) -> None:
+    def _admit(self, server: ServerState, tools: list[types.Tool]) -> None:
         """Where every fresh tool list enters: only what the gate admits (cleaned, within the
         limits, pinned or approved) reaches the catalog, the exposed list and calls."""
         admission = self.gate.admit(server.name, server.config, tools)
@@ -407,7 +342,7 @@ class Gateway:
             admission.held,
             admission.report,
         )
-        self.catalog.replace_server_tools(server.name, self._tool_items(server, admission.accepted))
+        self.catalog.replace_server_tools(server.name, server.catalog_items(admission.accepted))
         server.tools = admission.accepted
         self._rename()
 
@@ -417,45 +352,14 @@ class Gateway:
             await anyio.sleep(self.settings.pin_poll)
             if not self.gate.reload():
                 continue
-            for server in self._servers.values():
+            for server in self._servers:
                 if server.listing:
                     self._admit(server, server.listing)
             self._changed_now()
             self._notify_exposed()
 
-    def _refuse_held(self, server: DownstreamServer, tool: str) -> None:
-        held = server.held.get(tool) or next(
-            (h for h in server.held.values() if f"{server.name}__{h.name}" == tool), None
-        )
-        if held is None:
-            return
-        raise ToolHeldError(
-            f"tool {held.name!r} of downstream server {server.name!r} is held back: "
-            f"{held.reason}. Review it with `context-broker tools status --config FILE` and "
-            f"approve it with `{approve_hint(server.name, held.name)}`, or set "
-            f'trust = "auto" in [servers.{server.name}] to accept its changes',
-            server=server.name,
-            tool=held.name,
-        )
-
-    def _tool_items(self, server: DownstreamServer, tools: list[types.Tool]) -> list[Tool]:
-        """Catalog items for a server's listed tools, with its per-tool settings applied."""
-        tool_cfg = server.config.tools
-        return [
-            Tool(
-                server=server.name,
-                name=t.name,
-                description=self.redactor.redact(t.description or t.title or ""),
-                input_schema=dict(t.input_schema),
-                include=tool_cfg[t.name].include if t.name in tool_cfg else None,
-                server_include=server.config.include,
-                enabled=tool_cfg[t.name].enabled if t.name in tool_cfg else True,
-            )
-            for t in tools
-        ]
-
     def _rename(self) -> None:
-        pairs = [(s.name, t.name) for s in self._servers.values() for t in s.tools]
+        pairs = [(s.name, t.name) for s in self._servers for t in s.tools]
         self._names = assign_names(pairs)
         self._by_exposed = {name: key for key, name in self._names.items()}
 
@@ -480,7 +384,7 @@ class Gateway:
         except Exception:
             log.exception("on_exposed_change callback failed")
 
-    def _set(self, server: DownstreamServer, **changes: Any) -> None:
+    def _set(self, server: ServerState, **changes: Any) -> None:
         for key, value in changes.items():
             setattr(server, key, value)
         self._changed_now()
@@ -488,15 +392,3 @@ class Gateway:
     def _changed_now(self) -> None:
         self._changed.set()
         self._changed = anyio.Event()
-
-    def _status(self, server: DownstreamServer) -> ServerStatus:
-        return ServerStatus(
-            name=server.name,
-            transport=server.config.kind,
-            state=server.state,
-            tool_count=len(server.tools),
-            last_error=server.last_error,
-            last_refresh=server.last_refresh,
-            reconnects=server.reconnects,
-            trust=server.trust,
-        )

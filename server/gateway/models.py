@@ -13,9 +13,9 @@ from contextcore.items import IncludeMode
 if TYPE_CHECKING:
     from .trust import TrustReport
 
-__all__ = ["ExposedTool", "GatewaySettings", "ServerState", "ServerStatus"]
+__all__ = ["ConnectionState", "ExposedTool", "GatewaySettings", "ServerStatus"]
 
-ServerState = Literal["starting", "connected", "reconnecting", "failed", "disabled"]
+ConnectionState = Literal["starting", "connected", "reconnecting", "failed", "disabled"]
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class ServerStatus:
 
     name: str
     transport: Literal["stdio", "http", "sse"]
-    state: ServerState
+    state: ConnectionState
     tool_count: int
     last_error: str | None
     last_refresh: datetime | None

@@ -12,8 +12,6 @@ import logging
 import math
 from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 import anyio
@@ -23,36 +21,16 @@ from contextcore.config import DownstreamConfig
 
 from .connection import Connection, open_connection, read_tail, spool_stderr
 from .errors import GatewayError
-from .models import GatewaySettings, ServerState
+from .models import GatewaySettings
 from .secrets import Redactor, expand_server
+from .server_state import ServerState
 from .servers_file import DEPTH_ENV, broker_depth
-from .trust import HeldTool, TrustReport
 
-__all__ = ["DownstreamServer", "Supervisor"]
+__all__ = ["Supervisor"]
 
 log = logging.getLogger(__name__)
 
-ToolsFn = Callable[["DownstreamServer", list[types.Tool], Connection], None]
-
-
-@dataclass
-class DownstreamServer:
-    """The mutable state of one configured downstream server."""
-
-    name: str
-    config: DownstreamConfig
-    state: ServerState = "starting"
-    connection: Connection | None = None
-    tools: list[types.Tool] = field(default_factory=list)  # admitted: cleaned, pinned
-    listing: list[types.Tool] = field(default_factory=list)  # as last listed (within limits)
-    held: dict[str, HeldTool] = field(default_factory=dict)
-    trust: TrustReport | None = None
-    last_error: str | None = None
-    last_refresh: datetime | None = None
-    reconnects: int = 0
-    started_at: float = 0.0
-    first_attempt_done: anyio.Event = field(default_factory=anyio.Event)
-    refresh_wanted: anyio.Event = field(default_factory=anyio.Event)
+ToolsFn = Callable[[ServerState, list[types.Tool], Connection], None]
 
 
 class Supervisor:
@@ -65,7 +43,7 @@ class Supervisor:
 
     def __init__(
         self,
-        server: DownstreamServer,
+        server: ServerState,
         *,
         settings: GatewaySettings,
         redactor: Redactor,

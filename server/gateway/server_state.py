@@ -1,0 +1,185 @@
+"""The state of each configured downstream server, in one object the gateway, its supervisor
+and its resource proxy share.
+
+A :class:`ServerState` holds what the gateway knows about one server (its settings in force,
+live connection, admitted and held tools, trust report, failures, connection state) and the
+behaviour that reads only that: the live connection for a call, what a failed call means, the
+held-tool refusal and the status row. :class:`ServerTable` holds every configured server by
+name and answers lookups with errors that name the servers there are.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import anyio
+import mcp_types as types
+from mcp import MCPError
+from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+from contextcore.config import DownstreamConfig
+from contextcore.items import Tool
+
+from .connection import Connection
+from .errors import (
+    DownstreamError,
+    GatewayError,
+    ServerUnavailableError,
+    ToolHeldError,
+    UnknownServerError,
+)
+from .models import ConnectionState, ServerStatus
+from .secrets import Redactor
+from .trust import HeldTool, TrustReport, approve_hint
+
+__all__ = ["ServerState", "ServerTable"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ServerState:
+    """Everything the gateway knows about one configured downstream server."""
+
+    name: str
+    config: DownstreamConfig
+    redactor: Redactor
+    state: ConnectionState = "starting"
+    connection: Connection | None = None
+    tools: list[types.Tool] = field(default_factory=list)  # admitted: cleaned, pinned
+    listing: list[types.Tool] = field(default_factory=list)  # as last listed (within limits)
+    held: dict[str, HeldTool] = field(default_factory=dict)
+    trust: TrustReport | None = None
+    last_error: str | None = None
+    last_refresh: datetime | None = None
+    reconnects: int = 0
+    started_at: float = 0.0
+    first_attempt_done: anyio.Event = field(default_factory=anyio.Event)
+    refresh_wanted: anyio.Event = field(default_factory=anyio.Event)
+
+    @property
+    def connected(self) -> bool:
+        return self.connection is not None and self.state == "connected"
+
+    def live(self, what: str | None = None) -> Connection:
+        """The connection to send a request on; ``ServerUnavailableError`` (naming ``what``,
+        the state and the last error) while the server is not connected."""
+        conn = self.connection
+        if conn is None or self.state != "connected":
+            reason = f": {self.last_error}" if self.last_error else ""
+            target = f" to call {what!r}" if what else ""
+            raise ServerUnavailableError(
+                self.redactor.redact(
+                    f"downstream server {self.name!r} is not connected{target} "
+                    f"(state {self.state}{reason}); it is retried automatically, "
+                    "see list_servers"
+                ),
+                server=self.name,
+                tool=what,
+            )
+        return conn
+
+    def call_failed(
+        self, conn: Connection, what: str, exc: Exception, *, tool: str | None
+    ) -> GatewayError:
+        """The error to raise for a request that failed with ``exc``; a lost or broken
+        transport also marks ``conn`` closed, so the supervisor reconnects."""
+        if isinstance(exc, MCPError) and exc.code == REQUEST_TIMEOUT:
+            detail = "timed out"
+        elif isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED:
+            detail = f"failed: {exc.error.message} (code {exc.code})"
+        else:
+            conn.closed.set()
+            detail = f"failed, connection lost ({type(exc).__name__}: {exc})"
+        message = self.redactor.redact(f"downstream server {self.name!r}: {what} {detail}")
+        log.warning("%s", message)
+        return DownstreamError(message, server=self.name, tool=tool)
+
+    def original_tool(self, tool: str) -> str:
+        """The downstream's own name for ``tool`` (given by original or exposed name)."""
+        if not self.tools or any(t.name == tool for t in self.tools):
+            return tool
+        for candidate in self.tools:
+            if f"{self.name}__{candidate.name}" == tool:
+                return candidate.name
+        return tool  # unknown here; the downstream answers with its own error
+
+    def refuse_held(self, tool: str) -> None:
+        """Raise ``ToolHeldError`` if ``tool`` is held back until a person approves it."""
+        held = self.held.get(tool) or next(
+            (h for h in self.held.values() if f"{self.name}__{h.name}" == tool), None
+        )
+        if held is None:
+            return
+        raise ToolHeldError(
+            f"tool {held.name!r} of downstream server {self.name!r} is held back: "
+            f"{held.reason}. Review it with `context-broker tools status --config FILE` and "
+            f"approve it with `{approve_hint(self.name, held.name)}`, or set "
+            f'trust = "auto" in [servers.{self.name}] to accept its changes',
+            server=self.name,
+            tool=held.name,
+        )
+
+    def catalog_items(self, tools: list[types.Tool]) -> list[Tool]:
+        """Catalog items for listed tools, with this server's per-tool settings applied."""
+        tool_cfg = self.config.tools
+        return [
+            Tool(
+                server=self.name,
+                name=t.name,
+                description=self.redactor.redact(t.description or t.title or ""),
+                input_schema=dict(t.input_schema),
+                include=tool_cfg[t.name].include if t.name in tool_cfg else None,
+                server_include=self.config.include,
+                enabled=tool_cfg[t.name].enabled if t.name in tool_cfg else True,
+            )
+            for t in tools
+        ]
+
+    def status(self) -> ServerStatus:
+        """The row ``list_servers`` and ``context-broker check`` show."""
+        return ServerStatus(
+            name=self.name,
+            transport=self.config.kind,
+            state=self.state,
+            tool_count=len(self.tools),
+            last_error=self.last_error,
+            last_refresh=self.last_refresh,
+            reconnects=self.reconnects,
+            trust=self.trust,
+        )
+
+
+class ServerTable:
+    """Every configured downstream server's state, by name (sorted)."""
+
+    def __init__(self, servers: Mapping[str, DownstreamConfig], redactor: Redactor) -> None:
+        self._by_name = {
+            name: ServerState(name, cfg, redactor) for name, cfg in sorted(servers.items())
+        }
+
+    def __iter__(self) -> Iterator[ServerState]:
+        return iter(self._by_name.values())
+
+    def names(self) -> list[str]:
+        return list(self._by_name)
+
+    def find(self, name: str) -> ServerState | None:
+        return self._by_name.get(name)
+
+    def get(self, name: str) -> ServerState:
+        """The server named ``name``; ``UnknownServerError`` naming the configured ones."""
+        server = self._by_name.get(name)
+        if server is None:
+            known = ", ".join(self._by_name) or "none"
+            raise UnknownServerError(
+                f"no downstream server named {name!r}; configured servers: {known}", server=name
+            )
+        return server
+
+    def live(self) -> list[tuple[ServerState, Connection]]:
+        """The servers connected right now, with their connections."""
+        return [(s, s.connection) for s in self if s.connected and s.connection is not None]
