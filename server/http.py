@@ -99,12 +99,6 @@ def guard_settings(
     )
 
 
-def _sdk_security(guard: GuardSettings) -> TransportSecuritySettings:
-    # The guard already checked Host and Origin more precisely; the SDK's own check would
-    # reject a port-less Host such as plain "localhost".
-    return TransportSecuritySettings(enable_dns_rebinding_protection=False)
-
-
 class _SseEndpoint:
     """``GET /sse``: one MCP connection per event stream."""
 
@@ -129,7 +123,9 @@ def build_http_app(
     with no request in flight for ``session_idle_timeout`` seconds is closed (its id then
     answers 404, so the client starts a new one). ``routes`` (health, metrics, ``/ui/``)
     are served beside the transport, behind the same guard."""
-    security = _sdk_security(guard)
+    # The guard already checks Host and Origin more precisely; the SDK's own check would
+    # reject a port-less Host such as plain "localhost".
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     app: Starlette
     if transport == "http":
         app = server.streamable_http_app(
