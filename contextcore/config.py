@@ -128,6 +128,9 @@ class ServerConfig(_Model):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     max_message_chars: int = Field(1_000_000, ge=1)
     watch_config: bool = False
+    # Forwarded calls answered straight from the stdio wire and the downstream fast lane;
+    # off, every request goes through the MCP SDK's sessions (CONTEXT_BROKER_FAST_PATH=0).
+    fast_path: bool = True
     http: HttpConfig = HttpConfig()
 
 
