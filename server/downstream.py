@@ -38,6 +38,7 @@ from .arguments import schema_problem
 from .call_policy import call_refusal
 from .gateway import ExposedTool, Gateway, GatewayError
 from .observability import Observer
+from .sdk_compat import connection_key
 from .tool_calls import describe_validation_error, error_result
 
 __all__ = ["Downstream", "GatewayDirectory"]
@@ -67,7 +68,7 @@ def _json(result: types.CallToolResult) -> dict[str, Any]:
 
 def _connection_key(session: ServerSession | None) -> int:
     """One key per host connection (the SDK makes a session object per request)."""
-    return id(getattr(session, "_connection", session))
+    return connection_key(session)
 
 
 class GatewayDirectory:

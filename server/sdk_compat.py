@@ -1,0 +1,77 @@
+"""What the broker uses of the MCP Python SDK beyond its public API, and the switch that
+turns off the fast path built on it.
+
+Checked against mcp 2.3.x (``mcp>=2.3,<2.4`` in pyproject.toml); when raising that range,
+re-read each item below in the new SDK and run tests/server/test_fast_path_contract.py:
+
+- ``ServerSession._connection``: the SDK makes one ``ServerSession`` per request; the
+  object behind ``_connection`` is the same for every request of one host connection, so it
+  identifies the connection (for ``tools/list_changed`` and per-connection tool lists).
+- ``mcp.os.posix.utilities.terminate_posix_process_tree``: stops a downstream server's
+  process group the way the SDK's own ``stdio_client`` does.
+- ``mcp.client.stdio.get_default_environment``: the environment the SDK gives a spawned
+  server, so the broker's own stdio transport spawns servers alike.
+- ``mcp.shared._stream_protocols.ReadStream``: the read-stream type ``ClientSession`` takes.
+
+The fast path (``server.passthrough`` answering plain forwarded calls from the stdio wire,
+``server.gateway.stdio_link``'s request lane to stdio downstream servers) is on unless
+``[server] fast_path = false`` or ``CONTEXT_BROKER_FAST_PATH=0``; off, every request goes
+through the SDK's server and client sessions and downstream servers are spawned by the SDK's
+``stdio_client``. The host's stdio lines are read by ``server.stdio`` in both modes, so a
+malformed line is answered the same way.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from mcp.client.stdio import get_default_environment
+from mcp.os.posix.utilities import terminate_posix_process_tree
+from mcp.shared._stream_protocols import ReadStream
+
+from contextcore.errors import ConfigError
+
+__all__ = [
+    "FAST_PATH_ENV",
+    "SDK_RANGE",
+    "ReadStream",
+    "connection_key",
+    "default_environment",
+    "fast_path_enabled",
+    "terminate_process_tree",
+]
+
+SDK_RANGE = ">=2.3,<2.4"
+"""The ``mcp`` versions the items above were checked against."""
+
+FAST_PATH_ENV = "CONTEXT_BROKER_FAST_PATH"
+
+_ON = frozenset({"1", "true", "yes", "on"})
+_OFF = frozenset({"0", "false", "no", "off"})
+
+default_environment = get_default_environment
+terminate_process_tree = terminate_posix_process_tree
+
+
+def connection_key(session: object) -> int:
+    """One key per host connection, the same for every request's session object on it."""
+    return id(getattr(session, "_connection", session))
+
+
+def fast_path_enabled(configured: bool, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the fast path is on: ``CONTEXT_BROKER_FAST_PATH`` when set, else the config's
+    ``[server] fast_path``; ``ConfigError`` if the variable is neither on nor off."""
+    raw = (os.environ if environ is None else environ).get(FAST_PATH_ENV)
+    if raw is None or not raw.strip():
+        return configured
+    value = raw.strip().lower()
+    if value in _ON:
+        return True
+    if value in _OFF:
+        return False
+    raise ConfigError(
+        f"{FAST_PATH_ENV}={raw!r} is neither on nor off; set it to 0 to send every request "
+        "through the MCP SDK, to 1 for the fast path, or unset it to use [server] fast_path",
+        field=FAST_PATH_ENV,
+    )
