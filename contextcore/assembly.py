@@ -59,7 +59,7 @@ from .history.filters.size import SizeLimiterOptions
 from .history.tokens import Tokenizer, resolve_tokenizer
 from .history.units import safe_cut
 from .history.window import ACKNOWLEDGEMENT
-from .items import ContextItem, ItemRef, Reference, Rule, Tool
+from .items import ContextItem, ItemRef, TextItem, Tool
 from .render import sort_items
 from .sessions import RequestContext
 
@@ -72,6 +72,7 @@ __all__ = [
     "AssemblyReport",
     "ComponentReport",
     "assemble",
+    "context_messages",
     "model_pipeline",
     "parse_model",
     "preset_model",
@@ -215,6 +216,23 @@ def assemble(
     return Assembly(messages, report)
 
 
+# The request context alone: no history, no tools as text (a host passes the selected
+# tools' schemas to its model itself).
+_CONTEXT_ONLY = AssemblyModel(
+    (
+        Component("references", "components[0]"),
+        Component("rules", "components[1]"),
+        Component("message", "components[2]"),
+    )
+)
+
+
+def context_messages(context: RequestContext, lookup: Lookup) -> list[Raw]:
+    """The LLM input of a recorded request context alone: a system message with its
+    references, one with its rules (each left out when empty), then the user message."""
+    return assemble(context, lookup, SessionHistory(), _CONTEXT_ONLY).messages
+
+
 def window_start(history: SessionHistory, policy: SummaryPolicy) -> int:
     """Where the history window begins, exactly as ``get_window`` decides it."""
     messages = history.messages
@@ -301,7 +319,7 @@ def _selected(context: RequestContext, lookup: Lookup, kind: str) -> list[Contex
 
 
 def _documents(context: RequestContext, lookup: Lookup, kind: str) -> str:
-    items = [i for i in _selected(context, lookup, kind[:-1]) if isinstance(i, Rule | Reference)]
+    items = [i for i in _selected(context, lookup, kind[:-1]) if isinstance(i, TextItem)]
     if not items:
         return ""
     blocks = [f"# {kind.capitalize()}"]

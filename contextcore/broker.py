@@ -6,12 +6,13 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import UTC, datetime
+from typing import Any
 
+from .assembly import context_messages
 from .catalog import Catalog
 from .errors import SearchInputError, SessionError
 from .items import ContextItem, ItemRef, ItemType, parse_item_type
 from .presets import PresetName, Selection, parse_preset, resolve
-from .render import assemble_messages
 from .search import SearchEngine, SearchResult
 from .sessions import (
     RequestContext,
@@ -272,9 +273,9 @@ class ContextBroker:
             return None, [f"search failed ({exc}); no agent items were selected"]
         return result, list(result.warnings)
 
-    def messages_for(self, context: RequestContext) -> list[dict[str, str]]:
-        """The LLM input built from a recorded request context."""
-        return assemble_messages(context, self.lookup)
+    def messages_for(self, context: RequestContext) -> list[dict[str, Any]]:
+        """The LLM input built from a recorded request context (see ``context_messages``)."""
+        return context_messages(context, self.lookup)
 
     def request(self, session_id: str, request_id: str) -> RequestContext:
         """A recorded request context (reads that one turn)."""

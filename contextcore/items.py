@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias, get_args
+from typing import Any, ClassVar, Literal, TypeAlias, get_args
 
 from .errors import CatalogError
 
@@ -17,6 +17,7 @@ __all__ = [
     "ItemType",
     "Reference",
     "Rule",
+    "TextItem",
     "Tool",
     "parse_include",
     "parse_item_type",
@@ -87,45 +88,38 @@ class ItemRef:
 
 
 @dataclass(frozen=True)
-class Rule:
+class TextItem:
+    """A named text for the model: a :class:`Rule` or a :class:`Reference` (``kind``)."""
+
+    kind: ClassVar[Literal["rule", "reference"]]
+
+    name: str
+    text: str
+    description: str = ""
+    include: IncludeMode = "agent"
+    priority: int = 0
+    enabled: bool = True
+    source: str | None = None
+
+    @property
+    def ref(self) -> ItemRef:
+        return ItemRef(self.kind, self.name)
+
+    @property
+    def effective_include(self) -> IncludeMode:
+        return self.include
+
+
+class Rule(TextItem):
     """A behavioural instruction for the agent."""
 
-    name: str
-    text: str
-    description: str = ""
-    include: IncludeMode = "agent"
-    priority: int = 0
-    enabled: bool = True
-    source: str | None = None
-
-    @property
-    def ref(self) -> ItemRef:
-        return ItemRef("rule", self.name)
-
-    @property
-    def effective_include(self) -> IncludeMode:
-        return self.include
+    kind = "rule"
 
 
-@dataclass(frozen=True)
-class Reference:
+class Reference(TextItem):
     """A document the agent may need to read."""
 
-    name: str
-    text: str
-    description: str = ""
-    include: IncludeMode = "agent"
-    priority: int = 0
-    enabled: bool = True
-    source: str | None = None
-
-    @property
-    def ref(self) -> ItemRef:
-        return ItemRef("reference", self.name)
-
-    @property
-    def effective_include(self) -> IncludeMode:
-        return self.include
+    kind = "reference"
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,14 @@
-"""Human renderings of request contexts and the LLM messages built from them."""
+"""Human renderings of request contexts: a summary line, item order, Markdown."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .items import ContextItem, ItemRef, Reference, Rule
+from .items import ContextItem, ItemRef
 from .sessions import RequestContext, RequestItem
 
-__all__ = ["assemble_messages", "render_markdown", "sort_items", "summary_line"]
+__all__ = ["render_markdown", "sort_items", "summary_line"]
 
 _PLURAL = {"rule": "rules", "reference": "references", "tool": "tools"}
 
@@ -75,30 +75,3 @@ def render_markdown(context: RequestContext, lookup: Lookup) -> str:
     if context.warnings:
         lines += ["", "## Warnings", "", *(f"- {w}" for w in context.warnings)]
     return "\n".join(lines) + "\n"
-
-
-def _section(title: str, items: Sequence[ContextItem]) -> str:
-    blocks = [f"# {title}"]
-    for item in items:
-        assert isinstance(item, Rule | Reference)
-        head = f"## {item.name}" + (f" — {item.description}" if item.description else "")
-        blocks.append(f"{head}\n\n{item.text}".rstrip())
-    return "\n\n".join(blocks)
-
-
-def assemble_messages(context: RequestContext, lookup: Lookup) -> list[dict[str, str]]:
-    """The LLM input built from exactly the recorded items: references, rules, user message.
-
-    Tools are not text: the host passes the selected tools' schemas to the model itself.
-    """
-    ordered = sort_items(context.items, lookup)
-    found = [(row, lookup(row.ref)) for row in ordered]
-    refs = [item for row, item in found if row.ref.type == "reference" and item is not None]
-    rules = [item for row, item in found if row.ref.type == "rule" and item is not None]
-    messages: list[dict[str, str]] = []
-    if refs:
-        messages.append({"role": "system", "content": _section("References", refs)})
-    if rules:
-        messages.append({"role": "system", "content": _section("Rules", rules)})
-    messages.append({"role": "user", "content": context.message})
-    return messages
