@@ -15,7 +15,15 @@ from .items import ItemRef
 from .metrics import completeness_at, mrr, ndcg_at, recall_at
 from .search import SearchEngine
 
-__all__ = ["EvalQuery", "EvalReport", "QueryMisses", "evaluate", "load_queries"]
+__all__ = [
+    "EvalQuery",
+    "EvalReport",
+    "QueryMisses",
+    "QueryResult",
+    "evaluate",
+    "load_queries",
+    "query_misses",
+]
 
 
 @dataclass(frozen=True)
@@ -37,10 +45,20 @@ class QueryMisses:
 
 
 @dataclass(frozen=True)
+class QueryResult:
+    """One query's outcome: its gold keys and the item keys search ranked for it, best
+    first (as many as the report's largest cut-off)."""
+
+    query: str
+    gold: frozenset[str]
+    ranked: list[str]
+
+
+@dataclass(frozen=True)
 class EvalReport:
     """Averaged metrics; ``missing_gold`` lists gold keys absent from the catalog;
     ``misses`` (when asked for) the queries whose gold items are not all in the top
-    ``misses_at``."""
+    ``misses_at``; ``results`` each query's ranking, in query order (not in ``to_dict``)."""
 
     mode: str
     n_queries: int
@@ -50,6 +68,7 @@ class EvalReport:
     warnings: list[str] = field(default_factory=list)
     misses: list[QueryMisses] | None = None
     misses_at: int | None = None
+    results: list[QueryResult] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -139,16 +158,17 @@ def _rank_all(
     return rankings, used_mode, warnings
 
 
-def _misses(
-    queries: Sequence[EvalQuery], rankings: Sequence[list[str]], k: int
-) -> list[QueryMisses]:
+def query_misses(results: Sequence[QueryResult], k: int) -> list[QueryMisses]:
+    """The queries whose gold items are not all in their top ``k``, in query order; a
+    missing item's rank is ``None`` when it was not ranked at all (or ranked past the
+    report's largest cut-off)."""
     out: list[QueryMisses] = []
-    for q, ranked in zip(queries, rankings, strict=True):
-        top = ranked[:k]
-        missing = sorted(g for g in q.gold if g not in top)
+    for r in results:
+        top = r.ranked[:k]
+        missing = sorted(g for g in r.gold if g not in top)
         if missing:
-            ranks = {key: ranked.index(key) + 1 if key in ranked else None for key in missing}
-            out.append(QueryMisses(q.query, ranks, top))
+            ranks = {key: r.ranked.index(key) + 1 if key in r.ranked else None for key in missing}
+            out.append(QueryMisses(r.query, ranks, top))
     return out
 
 
@@ -159,12 +179,15 @@ def evaluate(
     ks: Sequence[int] = (1, 5, 10),
     mode: str = "hybrid",
     misses_at: int | None = None,
+    rank_depth: int = 0,
     progress: Progress | None = None,
 ) -> EvalReport:
     """Rank every enabled catalog item for each query (top_n = largest k, no include_score
     cut-off, every chunk considered) and average recall@k, ndcg@k, comp@k and mrr.
 
     ``misses_at`` lists, per query, the gold items not in its top ``misses_at``;
+    ``rank_depth`` keeps at least that many ranked keys per query in ``results`` (the
+    metrics stay computed on the top ``max(ks)``, mrr included);
     ``progress`` receives a line per step (indexing, embedding, every tenth of the queries).
     """
     if not ks or any(k < 1 for k in ks):
@@ -174,7 +197,8 @@ def evaluate(
     catalog: Catalog = engine.catalog
     known = {item.ref.key for item in catalog.enabled()}
     missing = sorted({g for q in queries for g in q.gold if g not in known})
-    top_n = max(*ks, misses_at or 1)
+    top_n = max(*ks, misses_at or 1, rank_depth)
+    cut = max(ks)
     rankings, used_mode, warnings = _rank_all(
         engine, queries, top_n=top_n, mode=mode, progress=progress or (lambda _line: None)
     )
@@ -185,9 +209,20 @@ def evaluate(
             sums[f"recall@{k}"] = sums.get(f"recall@{k}", 0.0) + recall_at(ranked, gold, k)
             sums[f"ndcg@{k}"] = sums.get(f"ndcg@{k}", 0.0) + ndcg_at(ranked, gold, k)
             sums[f"comp@{k}"] = sums.get(f"comp@{k}", 0.0) + completeness_at(ranked, gold, k)
-        sums["mrr"] = sums.get("mrr", 0.0) + mrr(ranked, gold)
+        sums["mrr"] = sums.get("mrr", 0.0) + mrr(ranked[:cut], gold)
     metrics = {name: round(total / len(queries), 4) for name, total in sorted(sums.items())}
-    misses = _misses(queries, rankings, misses_at) if misses_at is not None else None
+    results = [
+        QueryResult(q.query, q.gold, ranked) for q, ranked in zip(queries, rankings, strict=True)
+    ]
+    misses = query_misses(results, misses_at) if misses_at is not None else None
     return EvalReport(
-        used_mode, len(queries), len(known), metrics, missing, warnings, misses, misses_at
+        used_mode,
+        len(queries),
+        len(known),
+        metrics,
+        missing,
+        warnings,
+        misses,
+        misses_at,
+        results,
     )

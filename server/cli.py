@@ -116,6 +116,13 @@ def _parser() -> argparse.ArgumentParser:
         help="list each query's gold items that are not in its top K (default 5)",
     )
     ev.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    ev.add_argument(
+        "--html",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also write a self-contained HTML report (metrics, charts, misses) to FILE",
+    )
 
     stats = sub.add_parser(
         "stats", help="inclusion analytics from the session store", parents=[common]
@@ -258,19 +265,40 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         learned = learning_cli.learn_from_log(engine, args.usage_log)
         if not args.quiet:
             _eval_progress(f"learned from {learned} logged request(s) of {args.usage_log}")
+    from .ui.eval_report import REPORT_DEPTH
+
     report = evaluate(
         engine,
         load_queries(args.queries),
         ks=ks,
         mode=args.mode,
         misses_at=args.misses,
+        rank_depth=REPORT_DEPTH if args.html is not None else 0,
         progress=None if args.quiet else _eval_progress,
     )
     if args.json:
         print(json.dumps(report.to_dict()))
     else:
         print(_format_report(report, ks))
+    if args.html is not None:
+        _write_eval_html(args, report, ks)
     return 0
+
+
+def _write_eval_html(args: argparse.Namespace, report: EvalReport, ks: Sequence[int]) -> None:
+    from .ui.eval_report import eval_report_html
+
+    title = f"Retrieval evaluation: {args.queries.name}"
+    page = eval_report_html(report, ks, misses_k=args.misses or max(ks), title=title)
+    try:
+        args.html.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise ContextCoreError(
+            f"cannot write the HTML report to {str(args.html)!r}: {exc.strerror}; "
+            "choose a writable --html path"
+        ) from exc
+    if not args.quiet:
+        _eval_progress(f"wrote the HTML report to {args.html}")
 
 
 def _cmd_setup_model(args: argparse.Namespace) -> int:

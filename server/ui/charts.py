@@ -39,7 +39,7 @@ def stacked_bars(
     out = [
         f'<figure class="chart"><figcaption>{esc(title)}</figcaption>',
         f'<svg role="img" aria-label="{esc(title)}" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg" font-size="12">',
+        f'viewBox="0 0 {width} {height}" font-size="12">',
     ]
     for i, (label, parts) in enumerate(rows):
         y = i * _ROW
@@ -84,7 +84,7 @@ def bar_chart(title: str, bars: Sequence[tuple[str, float]], *, colour: str = "#
     out = [
         f'<figure class="chart"><figcaption>{esc(title)}</figcaption>',
         f'<svg role="img" aria-label="{esc(title)}" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg" font-size="11">',
+        f'viewBox="0 0 {width} {height}" font-size="11">',
     ]
     for i, (label, value) in enumerate(bars):
         h = value / top * plot_h
