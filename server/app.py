@@ -24,6 +24,7 @@ from .mcp_server import build_server
 from .observability import http_routes, instrument
 from .passthrough import DirectCalls
 from .reload import ConfigReloader, serve_with_reload
+from .sdk_compat import fast_path_enabled
 from .stdio import fast_stdio_server
 from .stores import build_store
 from .summarizers import SummarizerFactory
@@ -69,6 +70,9 @@ def serve(
     config = load_config(config_path)
     if not log_level_given:
         logging.getLogger().setLevel(config.server.log_level)
+    fast = fast_path_enabled(config.server.fast_path)
+    if not fast:
+        log.info("fast path off: every request goes through the MCP SDK's sessions")
     http = config.server.http
     bind_host = host or http.host
     # Before anything starts: an unprotected public bind is refused outright.
@@ -109,7 +113,7 @@ def serve(
         observer=observer,
     )
     if transport == "stdio":
-        direct = DirectCalls(downstream) if downstream is not None else None
+        direct = DirectCalls(downstream) if downstream is not None and fast else None
         anyio.run(serve_with_reload, reloader, _with_gateway, gateway, _serve_stdio, server, direct)
         return 0
     assert guard is not None
@@ -157,7 +161,10 @@ def build_gateway(
         return None
     g = config.gateway
     settings = GatewaySettings(
-        backoff_base=g.backoff_base, backoff_max=g.backoff_max, debounce=g.debounce
+        backoff_base=g.backoff_base,
+        backoff_max=g.backoff_max,
+        debounce=g.debounce,
+        fast_path=fast_path_enabled(config.server.fast_path),
     )
     if servers is None:
         servers = resolve_servers(config)
