@@ -1,4 +1,7 @@
-"""JSON-RPC lines from outside the process: read with bounds, malformed ones diagnosed.
+"""JSON-RPC over newline-delimited lines: the one module that frames messages, for the host's
+stdio (``server.stdio``), the pass-through (``server.passthrough``) and stdio downstream
+servers (``server.gateway.stdio_link``). It splits byte streams into lines, reads a line into a
+message with bounds, writes messages, requests, results and errors as lines, and keys ids.
 
 Lines come from a host over stdio and from downstream servers. None of them reaches a
 recursive parser before :func:`too_deep` has checked its nesting, so a line nesting thousands
@@ -23,7 +26,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 import mcp_types as types
 from pydantic import ValidationError
@@ -31,10 +34,19 @@ from pydantic import ValidationError
 __all__ = [
     "MAX_DEPTH",
     "NO_ID",
+    "LineSplitter",
     "Rejected",
+    "RequestKey",
     "encode_line",
     "error_line",
+    "id_key",
+    "message_line",
+    "notification_line",
+    "peer_message",
     "read_message",
+    "read_object",
+    "request_line",
+    "result_line",
     "safe_loads",
     "too_deep",
     "top_level_id",
@@ -46,6 +58,9 @@ MAX_DEPTH: Final = 128
 
 NO_ID: Final = object()
 """What :func:`top_level_id` returns for a line without a readable ``id``."""
+
+RequestKey: TypeAlias = tuple[type, int | str]
+"""A request id as a dict key: ``1`` and ``"1"`` stay distinct (see :func:`id_key`)."""
 
 _MAX_DIGITS = 4300  # Python's own limit for int(str), and the SDK's JSON reader's
 _MAX_TOKENS = 100_000  # an id hunt in a broken line stops here (ids come first or last)
@@ -255,3 +270,66 @@ def error_line(request_id: int | str, code: int, message: str) -> bytes:
     """A JSON-RPC error response as one line."""
     error = {"code": code, "message": message}
     return encode_line({"jsonrpc": "2.0", "id": request_id, "error": error})
+
+
+def result_line(request_id: int | str, result: dict[str, Any]) -> bytes:
+    """A JSON-RPC result response as one line."""
+    return encode_line({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+
+def request_line(request_id: int | str, method: str, params: dict[str, Any]) -> bytes:
+    """A JSON-RPC request as one line."""
+    return encode_line({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+
+
+def notification_line(method: str, params: dict[str, Any]) -> bytes:
+    """A JSON-RPC notification as one line."""
+    return encode_line({"jsonrpc": "2.0", "method": method, "params": params})
+
+
+def message_line(message: types.JSONRPCMessage) -> bytes:
+    """A message model as one line, as the SDK writes it (by alias, unset fields left out);
+    ``ValueError`` when it cannot be encoded as JSON."""
+    return message.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8") + b"\n"
+
+
+def peer_message(line: bytes) -> types.JSONRPCMessage:
+    """The message in one line from a downstream server; ``ValueError`` when the line is
+    none (not JSON, not a JSON-RPC message, nesting deeper than :data:`MAX_DEPTH`)."""
+    if too_deep(line):
+        raise ValueError(f"message nests deeper than {MAX_DEPTH} levels")
+    try:
+        return types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except RecursionError:  # pragma: no cover - depth is checked above
+        raise ValueError(f"message nests deeper than {MAX_DEPTH} levels") from None
+
+
+def read_object(line: bytes) -> dict[str, Any] | None:
+    """The JSON object in ``line`` (bounded like :func:`safe_loads`), None if it is none."""
+    try:
+        message = safe_loads(line)
+    except ValueError:
+        return None
+    return message if isinstance(message, dict) else None
+
+
+def id_key(request_id: object) -> RequestKey | None:
+    """A request id as a dict key, None if ``request_id`` cannot be an id here."""
+    if not usable_id(request_id):
+        return None
+    return (type(request_id), request_id)  # type: ignore[return-value]
+
+
+class LineSplitter:
+    """Complete non-blank lines out of a byte stream read in chunks."""
+
+    __slots__ = ("_buffer",)
+
+    def __init__(self) -> None:
+        self._buffer = b""
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The lines ``chunk`` completes (without their newline); the rest waits."""
+        lines = (self._buffer + chunk).split(b"\n")
+        self._buffer = lines.pop()
+        return [line for line in lines if line.strip()]

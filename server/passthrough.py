@@ -30,21 +30,13 @@ import anyio.abc
 from mcp_types import INTERNAL_ERROR
 
 from .downstream import Downstream
-from .jsonrpc_lines import encode_line, safe_loads
+from .jsonrpc_lines import RequestKey, error_line, id_key, read_object, result_line
 
 __all__ = ["DirectCalls"]
 
 log = logging.getLogger(__name__)
 
 WriteFn = Callable[[bytes], None]
-_RequestKey = tuple[type, int | str]
-
-
-def _key(request_id: object) -> _RequestKey | None:
-    """A JSON-RPC id as a dict key (``1`` and ``"1"`` stay distinct), None if not an id."""
-    if isinstance(request_id, bool) or not isinstance(request_id, int | str):
-        return None
-    return (type(request_id), request_id)
 
 
 class DirectCalls:
@@ -57,7 +49,7 @@ class DirectCalls:
     def __init__(self, downstream: Downstream) -> None:
         self._downstream = downstream
         self._ready = False
-        self._inflight: dict[_RequestKey, anyio.CancelScope] = {}
+        self._inflight: dict[RequestKey, anyio.CancelScope] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self._write: WriteFn | None = None
 
@@ -86,13 +78,13 @@ class DirectCalls:
         return False
 
     def _take_call(self, line: bytes) -> bool:
-        message = _object(line)
+        message = read_object(line)
         if message is None or message.get("method") != "tools/call":
             return False
         if message.get("jsonrpc") != "2.0":
             return False
         request_id: int | str = message.get("id")  # type: ignore[assignment]  # checked by _key
-        key = _key(request_id)
+        key = id_key(request_id)
         params = message.get("params")
         if key is None or key in self._inflight or not isinstance(params, dict):
             return False
@@ -112,11 +104,11 @@ class DirectCalls:
         return True
 
     def _take_cancel(self, line: bytes) -> bool:
-        message = _object(line)
+        message = read_object(line)
         if message is None or message.get("method") != "notifications/cancelled":
             return False
         params = message.get("params")
-        key = _key(params.get("requestId")) if isinstance(params, dict) else None
+        key = id_key(params.get("requestId")) if isinstance(params, dict) else None
         scope = self._inflight.get(key) if key is not None else None
         if scope is None:
             return False
@@ -125,44 +117,38 @@ class DirectCalls:
 
     async def _call(
         self,
-        key: _RequestKey,
+        key: RequestKey,
         request_id: int | str,
         name: str,
         arguments: dict[str, Any],
         scope: anyio.CancelScope,
     ) -> None:
-        response: dict[str, Any] | None = None
+        data: bytes | None = None
         try:
             with scope:
                 result = await self._downstream.call_json(name, arguments)
-                response = {"jsonrpc": "2.0", "id": request_id, "result": result}
+                data = _answer(request_id, name, result)
         except Exception:  # a bug here must cost one call, not the connection
             log.exception("forwarding %s failed", name)
-            error = {"code": INTERNAL_ERROR, "message": f"internal error forwarding {name!r}"}
-            response = {"jsonrpc": "2.0", "id": request_id, "error": error}
+            data = error_line(request_id, INTERNAL_ERROR, f"internal error forwarding {name!r}")
         finally:
             self._inflight.pop(key, None)
-        if response is None:  # cancelled by the host: no response
+        if data is None:  # cancelled by the host: no response
             log.debug("call %r of %s cancelled by the host", request_id, name)
             return
         assert self._write is not None
-        try:
-            data = encode_line(response)
-        except (ValueError, RecursionError):
-            log.exception("the answer of %s cannot be written as JSON", name)
-            error = {"code": INTERNAL_ERROR, "message": f"the answer of {name!r} is not valid JSON"}
-            data = encode_line({"jsonrpc": "2.0", "id": request_id, "error": error})
         self._write(data)
 
 
-def _method(line: bytes) -> object:
-    message = _object(line)
-    return message.get("method") if message is not None else None
-
-
-def _object(line: bytes) -> dict[str, Any] | None:
+def _answer(request_id: int | str, name: str, result: dict[str, Any]) -> bytes:
     try:
-        message = safe_loads(line)
-    except ValueError:
-        return None
-    return message if isinstance(message, dict) else None
+        return result_line(request_id, result)
+    except (ValueError, RecursionError):
+        log.exception("the answer of %s cannot be written as JSON", name)
+        failed = f"the answer of {name!r} is not valid JSON"
+        return error_line(request_id, INTERNAL_ERROR, failed)
+
+
+def _method(line: bytes) -> object:
+    message = read_object(line)
+    return message.get("method") if message is not None else None

@@ -31,7 +31,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from mcp_types import INTERNAL_ERROR, JSONRPCError, JSONRPCResponse
 
-from .jsonrpc_lines import Rejected, error_line, read_message
+from .jsonrpc_lines import Rejected, error_line, message_line, read_message
 
 if TYPE_CHECKING:
     from .passthrough import DirectCalls
@@ -152,15 +152,13 @@ async def _write(receive: MemoryObjectReceiveStream[SessionMessage], writer: _Wr
         async for item in receive:
             message = item.message
             try:
-                text = message.model_dump_json(by_alias=True, exclude_unset=True)
+                writer.write_line(message_line(message))
             except ValueError:
                 log.exception("cannot write a %s", type(message).__name__)
                 if not isinstance(message, JSONRPCResponse | JSONRPCError) or message.id is None:
                     continue
                 failed = "the server's answer could not be encoded as JSON"
                 writer.write_line(error_line(message.id, INTERNAL_ERROR, failed))
-            else:
-                writer.write_line(text.encode("utf-8") + b"\n")
             await writer.flush()
 
 

@@ -23,13 +23,13 @@ from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.session import IncomingMessage
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._stream_protocols import ReadStream
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.message import SessionMessage
 from pydantic import TypeAdapter, ValidationError
 
 from contextcore.config import DownstreamConfig
 
+from ..sdk_compat import ReadStream
 from .naming import sanitize
 from .stdio_link import StdioLink, open_stdio_link
 
@@ -190,7 +190,7 @@ def read_tail(stream: IO[bytes] | None) -> str:
 
 
 async def _transport(
-    stack: AsyncExitStack, config: DownstreamConfig, stderr: IO[bytes] | None
+    stack: AsyncExitStack, config: DownstreamConfig, stderr: IO[bytes] | None, fast_path: bool
 ) -> tuple[ReadStream[SessionMessage | Exception], Any, StdioLink | None]:
     kind = config.kind
     if kind == "stdio":
@@ -201,7 +201,7 @@ async def _transport(
             env=dict(config.env) or None,
             cwd=config.cwd,
         )
-        if sys.platform != "win32":
+        if fast_path and sys.platform != "win32":
             link = await stack.enter_async_context(open_stdio_link(params, stderr))
             return link.read_stream, link.write_stream, link
         read, write = await stack.enter_async_context(stdio_client(params, errlog=stderr))  # type: ignore[arg-type, unused-ignore]
@@ -242,14 +242,17 @@ async def open_connection(
     stderr: IO[bytes] | None,
     on_notification: NotificationFn,
     on_transport_error: Callable[[Exception], Awaitable[None]],
+    fast_path: bool = True,
 ) -> Connection:
     """Start the transport and session inside ``stack`` and run the handshake.
 
     The caller bounds the whole call with a cancel scope; requests made later through the
     returned connection default to ``config.timeout``. A stdio server's stderr goes to
-    ``stderr`` (see :func:`spool_stderr`) so failures can quote it, redacted.
+    ``stderr`` (see :func:`spool_stderr`) so failures can quote it, redacted. With
+    ``fast_path`` a stdio server is spawned by :mod:`.stdio_link` (forwarded calls take its
+    request lane); without, by the SDK's ``stdio_client``, every request through the session.
     """
-    read, write, link = await _transport(stack, config, stderr)
+    read, write, link = await _transport(stack, config, stderr, fast_path)
     closed = anyio.Event()
 
     async def handle(message: IncomingMessage) -> None:

@@ -29,13 +29,21 @@ import anyio
 import anyio.abc
 import mcp_types as types
 from mcp import MCPError
-from mcp.client.stdio import StdioServerParameters, get_default_environment
-from mcp.os.posix.utilities import terminate_posix_process_tree
+from mcp.client.stdio import StdioServerParameters
 from mcp.shared.message import SessionMessage
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from pydantic import ValidationError
 
-from ..jsonrpc_lines import MAX_DEPTH, safe_loads, too_deep, top_level_id
+from ..jsonrpc_lines import (
+    LineSplitter,
+    message_line,
+    notification_line,
+    peer_message,
+    request_line,
+    safe_loads,
+    top_level_id,
+)
+from ..sdk_compat import default_environment, terminate_process_tree
 
 __all__ = ["StdioLink", "open_stdio_link"]
 
@@ -92,9 +100,8 @@ class StdioLink:
         request_id = f"{self._prefix}{next(self._ids)}"
         waiter = _Waiter()
         self._pending[request_id] = waiter
-        message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
         try:
-            await self._send(_line(message))
+            await self._send(request_line(request_id, method, params))
             try:
                 with anyio.fail_after(timeout):
                     await waiter.done.wait()
@@ -133,17 +140,15 @@ class StdioLink:
             raise MCPError(CONNECTION_CLOSED, "Connection closed") from None
 
     async def _cancel(self, request_id: str, reason: str, *, shield: bool) -> None:
-        notice = {
-            "jsonrpc": "2.0",
-            "method": "notifications/cancelled",
-            "params": {"requestId": request_id, "reason": reason},
-        }
+        notice = notification_line(
+            "notifications/cancelled", {"requestId": request_id, "reason": reason}
+        )
         with (
             anyio.CancelScope(shield=shield),
             anyio.move_on_after(_CANCEL_WRITE),
             suppress(MCPError),
         ):
-            await self._send(_line(notice))
+            await self._send(notice)
 
     def _close_lane(self) -> None:
         self._closed = True
@@ -157,14 +162,12 @@ class StdioLink:
         for the session. Ends at EOF; then every waiter fails and the session sees EOF."""
         stdout = self.process.stdout
         assert stdout is not None
-        buffer = b""
+        lines = LineSplitter()
         try:
             async with self._to_session:
                 async for chunk in stdout:
-                    lines = (buffer + chunk).split(b"\n")
-                    buffer = lines.pop()
-                    for line in lines:
-                        if line.strip() and not self._lane_response(line):
+                    for line in lines.feed(chunk):
+                        if not self._lane_response(line):
                             await self._deliver(line)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             log.debug("downstream stdout ended: %s", exc)
@@ -199,12 +202,8 @@ class StdioLink:
 
     async def _deliver(self, line: bytes) -> None:
         try:
-            if too_deep(line):
-                raise ValueError(f"message nests deeper than {MAX_DEPTH} levels")
-            parsed: SessionMessage | Exception = SessionMessage(
-                types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-            )
-        except (ValueError, RecursionError) as exc:
+            parsed: SessionMessage | Exception = SessionMessage(peer_message(line))
+        except ValueError as exc:
             log.warning("unparsable message from a downstream server: %s", exc)
             parsed = exc
         # When the session is gone, reading goes on so the fast lane and the drain still work.
@@ -218,14 +217,9 @@ class StdioLink:
         try:
             async with self._from_session:
                 async for item in self._from_session:
-                    text = item.message.model_dump_json(by_alias=True, exclude_unset=True)
-                    await stdin.send((text + "\n").encode("utf-8"))
+                    await stdin.send(message_line(item.message))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             await self._to_session.aclose()  # the session sees the end, not a hung request
-
-
-def _line(message: dict[str, Any]) -> bytes:
-    return json.dumps(message, separators=(",", ":")).encode("utf-8") + b"\n"
 
 
 async def _drain(stdout: anyio.abc.ByteReceiveStream) -> None:
@@ -244,7 +238,7 @@ async def _stop(process: anyio.abc.Process) -> None:
     with anyio.move_on_after(_EXIT_GRACE):
         while process.returncode is None:
             await anyio.sleep(_POLL)
-    await terminate_posix_process_tree(process, _KILL_GRACE)
+    await terminate_process_tree(process, _KILL_GRACE)
     if process.returncode is None:
         with anyio.move_on_after(_KILL_GRACE):
             while process.returncode is None:
@@ -317,7 +311,7 @@ async def open_stdio_link(
     """
     process = await anyio.open_process(
         [server.command, *server.args],
-        env=get_default_environment() | (server.env or {}),
+        env=default_environment() | (server.env or {}),
         stderr=errlog,
         cwd=server.cwd,
         start_new_session=True,

@@ -102,6 +102,7 @@ class Supervisor:
                             stderr=stderr,
                             on_notification=self._on_notification,
                             on_transport_error=self._on_transport_error,
+                            fast_path=self.settings.fast_path,
                         )
                         tools = await conn.list_tools()
                         scope.deadline = math.inf
