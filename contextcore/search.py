@@ -2,7 +2,9 @@
 
 Ranking score per chunk: ``cosine + lexical_weight * bm25 / max(bm25)`` (the lexical part is
 scaled to [0, 1] per query). An item's score is its best chunk's; it is the score users see
-(``similarity_score``), results are ordered by it, and ``min_score`` compares against it.
+(``similarity_score``), results are ordered by it, and ``min_score`` compares against it (an
+item must also reach 0.6 of the floor with its cosine alone, so a keyword hit cannot carry an
+unrelated item).
 ``include_score`` compares against the item's best cosine alone (``similarity``): items that
 close in meaning are included even past ``top_n``.
 """
@@ -154,7 +156,7 @@ class SearchEngine:
         mask = _item_mask(layout, wanted, modes, exclude)
         hits = self._rank(layout, query, s, mask, apply_include_score, query_vector)
         if min_score is not None:
-            hits = [h for h in hits if h.score >= _floor(min_score, h.ref.type)]
+            hits = [h for h in hits if _clears(h, _floor(min_score, h.ref.type))]
         if requested != s.mode:
             log.warning("search fell back to %s mode: %s", s.mode, why)
         return SearchResult(tuple(hits), s.mode, tuple(warnings))
@@ -252,6 +254,19 @@ class SearchEngine:
             return query, []
         warning = f"query of {len(query)} characters truncated to the first {limit} for search"
         return query[:limit], [warning]
+
+
+# Share of the floor an item's cosine must reach on its own. The lexical part is scaled per
+# query by its best match, so even a weak keyword hit ("all" in "thanks, that's all") gets the
+# full boost; an item must also be somewhat close in meaning to clear a floor.
+_MEANING_SHARE = 0.6
+
+
+def _clears(hit: SearchHit, floor: float) -> bool:
+    """Whether ``hit`` reaches a relevance floor: its score does, and (when there is a
+    cosine) so does its cosine for its share of the floor."""
+    meaning_ok = hit.similarity is None or hit.similarity >= _MEANING_SHARE * floor
+    return hit.score >= floor and meaning_ok
 
 
 def _floor(min_score: MinScore, item_type: ItemType) -> float:

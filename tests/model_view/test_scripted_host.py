@@ -111,7 +111,7 @@ async def call_text(client: Client, name: str, **arguments: Any) -> tuple[str, b
 async def new_session(client: Client) -> str:
     text, failed = await call_text(client, "create_session")
     assert not failed, text
-    match = re.search(r"\bs_[A-Za-z0-9_-]{32}\b", text)
+    match = re.search(r"(?<![A-Za-z0-9_-])s_[A-Za-z0-9_-]{32}", text)
     assert match, text
     return match.group(0)
 
