@@ -9,8 +9,8 @@ search time the usage score
 
 is added to an item's hybrid score with the weight ``weight * n / (n + 5)`` (``n`` its decayed
 count of learned requests; 0 below ``min_evidence``), so an item without history ranks exactly
-as it did without learning. The nearest-request vote is computed only for the best
-``_CANDIDATES`` items, which keeps a search at O(learned items) plus a small constant.
+as it did without learning. Learning lifts only the best ``_CANDIDATES`` (50) items by hybrid
+score, so a search costs a constant on top of today's, whatever the number of learned items.
 
 Learning one request costs O(dim) per item (no re-indexing). Memory per learned request: one
 float32 vector in the item's ring (``4 * dim`` bytes, 1,536 for MiniLM) until the ring is full;
@@ -38,7 +38,8 @@ __all__ = ["LearningSettings", "UsageLearner", "decode_vector", "encode_vector"]
 
 _EVIDENCE_HALF = 5.0  # learned requests at which an item gets half the full weight
 _CENTROID_SHARE = 0.75
-_CANDIDATES = 30  # items that get the nearest-request vote
+_CANDIDATES = 50  # best items by hybrid score that learning may lift
+_VOTERS = 10  # of those, the best after the centroid also get the nearest-request vote
 _REMEMBERED_QUERIES = 512
 _MAX_EXPONENT = 60.0  # rebase decayed sums before their scale leaves float32's range
 
@@ -56,6 +57,21 @@ class LearningSettings:
     decay_days: float = 0.0
     """Half-life of a learned request in days; 0 keeps every request at full weight."""
     max_requests_per_item: int = 32
+
+
+def _best_chunks(
+    fused: npt.NDArray[np.float32], owner: npt.NDArray[np.int64], items: int, k: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The best chunk of each item among the ``k`` best finite chunks, and those items."""
+    n = fused.size
+    top = np.argpartition(fused, n - k)[n - k :] if k < n else np.arange(n)
+    top = top[np.argsort(fused[top])[::-1]]
+    top = top[fused[top] > -np.inf]
+    owners = owner[top]
+    first = np.empty(items, dtype=np.int64)
+    first[owners[::-1]] = np.arange(owners.size - 1, -1, -1)  # the earliest write survives
+    keep = first[owners] == np.arange(owners.size)
+    return top[keep], owners[keep]
 
 
 def encode_vector(vector: Vector) -> str:
@@ -103,8 +119,9 @@ class UsageLearner:
         self._counts = np.zeros(0, dtype=np.float64)
         self._events = np.zeros(0, dtype=np.int64)
         self._epoch: float | None = None
-        self._mapping: tuple[Layout | None, int, npt.NDArray[np.int64], npt.NDArray[np.int64]]
-        self._mapping = (None, -1, np.zeros(0, np.int64), np.zeros(0, np.int64))
+        self._mapping: tuple[Layout | None, int, npt.NDArray[np.int64]]
+        self._mapping = (None, -1, np.zeros(0, np.int64))
+        self._by_row: list[_Item] = []
         self._queries: OrderedDict[str, Vector] = OrderedDict()
         self.learned = 0
 
@@ -215,38 +232,27 @@ class UsageLearner:
         self.remember(query, query_vector)
         if not self.settings.enabled or self.learned == 0 or self.settings.weight <= 0:
             return
-        positions, rows = self._positions(layout)
-        if rows.size == 0:
+        row_at = self._rows_of(layout)
+        chunks, items = _best_chunks(fused, layout.owner, row_at.size, 4 * _CANDIDATES)
+        learned = row_at[items] >= 0
+        chunks, items = chunks[learned], items[learned]
+        if items.size == 0:
             return
+        rows = row_at[items]
         weights = self._weights(rows)
-        if not weights.any():
-            return
-        n = len(self._refs)
-        centroid = (self._unit[:n] @ query_vector)[rows]
-        boost = np.zeros(len(layout.refs), dtype=np.float32)
-        boost[positions] = weights * _CENTROID_SHARE * centroid
-        best = np.maximum.reduceat(fused, layout.starts) + boost
-        self._nearest(best, boost, positions, rows, weights, query_vector)
-        fused += boost[layout.owner]
-
-    def _nearest(
-        self,
-        best: npt.NDArray[np.float32],
-        boost: npt.NDArray[np.float32],
-        positions: npt.NDArray[np.int64],
-        rows: npt.NDArray[np.int64],
-        weights: npt.NDArray[np.float64],
-        query_vector: Vector,
-    ) -> None:
-        k = min(_CANDIDATES, best.size)
-        top = np.argpartition(-best, k - 1)[:k] if k < best.size else np.arange(best.size)
-        learned = np.isin(positions, top) & (weights > 0)
-        for index in np.nonzero(learned)[0]:
-            ref = self._refs[int(rows[index])]
-            stacked = self._stacked(self._items[ref])
-            if stacked is not None and np.isfinite(best[positions[index]]):
-                nearest = float((stacked @ query_vector).max())
-                boost[positions[index]] += weights[index] * (1 - _CENTROID_SHARE) * nearest
+        centroid = self._unit[rows] @ query_vector
+        boost = weights * _CENTROID_SHARE * np.maximum(centroid, 0.0)
+        # The nearest-request vote, for the few items still in contention after the centroid.
+        lifted = fused[chunks] + boost
+        k = min(_VOTERS, items.size)
+        for i in np.argpartition(-lifted, k - 1)[:k]:
+            stacked = self._stacked(self._by_row[int(rows[i])])
+            if stacked is not None and weights[i] > 0:
+                nearest = max(float((stacked @ query_vector).max()), 0.0)
+                boost[i] += weights[i] * (1 - _CENTROID_SHARE) * nearest
+        # An item's score is its best chunk's, and the usage score is never negative: lifting
+        # that one chunk lifts the item.
+        fused[chunks] += boost.astype(np.float32)
 
     # -- internals ------------------------------------------------------------------------
 
@@ -265,6 +271,7 @@ class UsageLearner:
                 self._grow(2 * self._sums.shape[0])
             item = self._items[ref] = _Item(row)
             self._refs.append(ref)
+            self._by_row.append(item)
         return item
 
     def _grow(self, capacity: int) -> None:
@@ -298,20 +305,19 @@ class UsageLearner:
             item.stacked = np.stack([v for _, v in item.recent])
         return item.stacked
 
-    def _positions(self, layout: Layout) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        """Layout positions of learned items and their rows (cached per layout)."""
-        cached_layout, count, positions, rows = self._mapping
+    def _rows_of(self, layout: Layout) -> npt.NDArray[np.int64]:
+        """Each layout position's learned row, -1 for items without one (cached per layout
+        until a new item is learned)."""
+        cached_layout, count, row_at = self._mapping
         if cached_layout is layout and count == len(self._refs):
-            return positions, rows
-        pairs = [
-            (layout.position[ref], row)
-            for row, ref in enumerate(self._refs)
-            if ref in layout.position
-        ]
-        positions = np.array([p for p, _ in pairs], dtype=np.int64)
-        rows = np.array([r for _, r in pairs], dtype=np.int64)
-        self._mapping = (layout, len(self._refs), positions, rows)
-        return positions, rows
+            return row_at
+        row_at = np.full(len(layout.refs), -1, dtype=np.int64)
+        for row, ref in enumerate(self._refs):
+            position = layout.position.get(ref)
+            if position is not None:
+                row_at[position] = row
+        self._mapping = (layout, len(self._refs), row_at)
+        return row_at
 
     def _weights(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         counts = self._counts[rows] * self._decay_now()
