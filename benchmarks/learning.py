@@ -1,0 +1,210 @@
+"""Learning from usage: quality with MetaTool's usage log, the learning curve, and its cost.
+
+    .venv/bin/python benchmarks/learning.py [--skip-quality] [--skip-cost]
+
+(a) nDCG@10 on queries-single.jsonl and queries-multi.jsonl without a learner, with an empty
+    learner, and after learning usage-log.jsonl (5,997 logged requests disjoint from both query
+    files; the test queries are never learned). Targets: 0.86 single, 0.75 multi; no log equal
+    to no learner within 0.005.
+(b) The learning curve: nDCG@10 after the first 0 / 100 / 500 / 1,000 / 3,000 / all logged
+    requests, as a table and as benchmarks/out/learning-curve.png.
+(c) Search p50 at 10,000 chunks with 10,000 learned requests against the same engine without a
+    learner (query embedding excluded, random unit vectors as in search_latency.py); the p50 of
+    recording one usage event (``UsageRecorder.record_usage``, vector already known) with the
+    in-memory and the SQLite store; bytes per learned request.
+
+Needs the prepared model for (a) and (b); the log's embeddings are cached in benchmarks/out/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from _common import ROOT, SHARED, median
+from search_latency import RandomEmbedder, synthetic_tools
+
+from contextcore.broker import ContextBroker
+from contextcore.catalog import Catalog
+from contextcore.config import BrokerConfig
+from contextcore.embedding import Embedder, Vectors
+from contextcore.evaluation import EvalQuery, load_queries
+from contextcore.factory import build_embedder
+from contextcore.items import ItemRef
+from contextcore.learning import UsageLearner
+from contextcore.loaders import load_catalog_json
+from contextcore.metrics import ndcg_at
+from contextcore.search import SearchEngine
+from contextcore.store import MemorySessionStore, SessionStore
+from contextcore.usage import UsageRecorder, read_usage_log
+
+META = SHARED / "metatool"
+OUT = ROOT / "benchmarks" / "out"
+SIZES = (0, 100, 500, 1000, 3000)
+
+
+def _vectors(embedder: Embedder, name: str, texts: list[str]) -> Vectors:
+    """Embeddings of ``texts``, cached in benchmarks/out/ between runs."""
+    path = OUT / f"learning-{name}-{len(texts)}.npy"
+    if path.exists():
+        return np.load(path)
+    start = time.perf_counter()
+    vectors = embedder.embed(texts)
+    print(f"  embedded {len(texts)} {name} texts in {time.perf_counter() - start:.0f} s")
+    OUT.mkdir(exist_ok=True)
+    np.save(path, vectors)
+    return vectors
+
+
+def _ndcg(engine: SearchEngine, queries: list[EvalQuery], vectors: Vectors) -> float:
+    total = 0.0
+    for query, vector in zip(queries, vectors, strict=True):
+        hits = engine.search(
+            query.query, top_n=10, top_k=100_000, apply_include_score=False, query_vector=vector
+        ).hits
+        total += ndcg_at([h.ref.key for h in hits], set(query.gold), 10)
+    return total / len(queries)
+
+
+def _learner(log: list[tuple[str, list[ItemRef]]], vectors: Vectors, count: int) -> UsageLearner:
+    learner = UsageLearner()
+    for (_, refs), vector in zip(log[:count], vectors[:count], strict=True):
+        for ref in refs:
+            learner.learn(ref, vector, session_id="usage-log", at=0.0)
+    return learner
+
+
+def quality() -> None:
+    embedder = build_embedder(BrokerConfig())
+    assert embedder is not None
+    engine = SearchEngine(Catalog(load_catalog_json(META / "catalog.json")), embedder)
+    engine.index()
+    log = read_usage_log(META / "usage-log.jsonl")
+    log_vectors = _vectors(embedder, "usage-log", [q for q, _ in log])
+    sets = {}
+    for name in ("single", "multi"):
+        queries = load_queries(META / f"queries-{name}.jsonl")
+        sets[name] = (queries, _vectors(embedder, f"queries-{name}", [q.query for q in queries]))
+    sizes = [*SIZES, len(log)]
+    curve: dict[str, list[float]] = {name: [] for name in sets}
+    engine.learner = None
+    plain = {name: _ndcg(engine, q, v) for name, (q, v) in sets.items()}
+    engine.learner = UsageLearner()
+    empty = {name: _ndcg(engine, q, v) for name, (q, v) in sets.items()}
+    for size in sizes:
+        engine.learner = _learner(log, log_vectors, size)
+        for name, (queries, vectors) in sets.items():
+            curve[name].append(_ndcg(engine, queries, vectors))
+    print("nDCG@10            single   multi")
+    print(f"no learner         {plain['single']:.4f}  {plain['multi']:.4f}")
+    print(f"empty learner      {empty['single']:.4f}  {empty['multi']:.4f}")
+    print(f"usage-log (all)    {curve['single'][-1]:.4f}  {curve['multi'][-1]:.4f}")
+    print("\nlearning curve: logged requests -> nDCG@10 single / multi")
+    for i, size in enumerate(sizes):
+        print(f"  {size:>5}  {curve['single'][i]:.4f}  {curve['multi'][i]:.4f}")
+    _plot(sizes, curve)
+    (OUT / "learning.json").write_text(
+        json.dumps({"plain": plain, "empty": empty, "sizes": sizes, "curve": curve}, indent=1)
+    )
+
+
+def _plot(sizes: list[int], curve: dict[str, list[float]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=80)
+    for name, values in curve.items():
+        ax.plot(sizes, values, marker="o", label=f"queries-{name}")
+    ax.set_xlabel("logged requests learned")
+    ax.set_ylabel("nDCG@10")
+    ax.set_title("MetaTool: learning from usage-log.jsonl")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    OUT.mkdir(exist_ok=True)
+    fig.savefig(OUT / "learning-curve.png")
+    print(f"  plot: {OUT / 'learning-curve.png'}")
+
+
+def search_cost(queries: int = 300) -> None:
+    registry = load_catalog_json(SHARED / "mcp-registry" / "catalog.json")
+    vocabulary = sorted({w for t in registry for w in t.description.split() if w.isalpha()})
+    rng = random.Random(0)
+    engine = SearchEngine(
+        Catalog(synthetic_tools(10_000, vocabulary, rng)), RandomEmbedder(), learner=None
+    )
+    engine.index()
+    refs = engine._index.layout().refs
+    texts = [" ".join(rng.choices(vocabulary, k=rng.randint(5, 15))) for _ in range(queries)]
+    vectors = RandomEmbedder().embed(texts)
+    learner = UsageLearner()
+    learned = RandomEmbedder().embed([f"request {i}" for i in range(10_000)])
+    for i, vector in enumerate(learned):
+        learner.learn(refs[rng.randrange(len(refs))], vector, session_id=f"s{i % 100}", at=0.0)
+    timings: dict[str, list[float]] = {"without": [], "with": []}
+    for _ in range(2):  # interleaved rounds, so both see the same machine load
+        for label, value in (("without", None), ("with", learner)):
+            engine.learner = value
+            for text, vector in zip(texts, vectors, strict=True):
+                start = time.perf_counter()
+                engine.search(text, query_vector=vector, top_k=20, top_n=5)
+                timings[label].append(time.perf_counter() - start)
+    without, with_ = median(timings["without"]) * 1000, median(timings["with"]) * 1000
+    print(
+        f"\nsearch p50 at 10,000 chunks, 10,000 learned requests over {len(learner.items())} items"
+    )
+    print(f"  without learning {without:.3f} ms, with {with_:.3f} ms: {with_ / without:.2f}x")
+    per = learner.memory_bytes() / learner.learned
+    print(f"  learner memory {learner.memory_bytes() / 1e6:.1f} MB: {per:.0f} bytes per request")
+
+
+def record_cost(events: int = 300) -> None:
+    from server.stores.sqlite import SqliteSessionStore
+
+    with tempfile.TemporaryDirectory() as tmp:
+        stores: dict[str, SessionStore] = {
+            "memory": MemorySessionStore(),
+            "sqlite": SqliteSessionStore(Path(tmp) / "sessions.db"),
+        }
+        for label, store in stores.items():
+            catalog = Catalog(synthetic_tools(200, ["alpha", "beta", "gamma"], random.Random(1)))
+            engine = SearchEngine(catalog, RandomEmbedder(), learner=UsageLearner())
+            broker = ContextBroker(catalog, engine, store=store)
+            sid = broker.create_session().session_id
+            turn = broker.build_request_context(sid, "alpha beta request")
+            keys = [f"tool:s{i % 50}/tool_{i}" for i in range(3)]
+            recorder = UsageRecorder(broker)
+            timings = []
+            for i in range(events):
+                start = time.perf_counter()
+                recorder.record_usage(sid, turn.request_id, [keys[i % 3]])
+                timings.append(time.perf_counter() - start)
+            size = len(json.dumps(store.usage_events(sid)[-1]))
+            print(
+                f"record_usage p50 ({label} store): {median(timings) * 1000:.3f} ms; "
+                f"one stored event {size} bytes"
+            )
+            store.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--skip-quality", action="store_true")
+    parser.add_argument("--skip-cost", action="store_true")
+    args = parser.parse_args()
+    if not args.skip_quality:
+        quality()
+    if not args.skip_cost:
+        search_cost()
+        record_cost()
+
+
+if __name__ == "__main__":
+    main()
