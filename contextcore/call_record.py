@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
+
+from .history.messages import Shape, tool_call_messages
 
 __all__ = ["call_messages", "result_text"]
-
-Shape = Literal["openai", "anthropic"]
 
 
 def result_text(
@@ -56,41 +56,4 @@ def call_messages(
 ) -> list[dict[str, Any]]:
     """An assistant tool call and its result, as two messages of ``shape``."""
     call_id = call_id or "call_" + secrets.token_hex(8)
-    if shape == "anthropic":
-        return [
-            {
-                "role": "assistant",
-                "content": [
-                    {"type": "tool_use", "id": call_id, "name": tool, "input": dict(arguments)}
-                ],
-            },
-            {
-                "role": "user",
-                "content": [
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": call_id,
-                        "content": text,
-                        "is_error": is_error,
-                    }
-                ],
-            },
-        ]
-    return [
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {
-                    "id": call_id,
-                    "type": "function",
-                    "function": {"name": tool, "arguments": json.dumps(dict(arguments))},
-                }
-            ],
-        },
-        {
-            "role": "tool",
-            "tool_call_id": call_id,
-            "content": f"Error: {text}" if is_error else text,
-        },
-    ]
+    return tool_call_messages(shape, call_id, tool, arguments, text, is_error)

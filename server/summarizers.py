@@ -32,6 +32,7 @@ from mcp.shared.message import ServerMessageMetadata
 
 from contextcore.config import SummarizerConfig
 from contextcore.history import ExtractiveSummarizer, Summarizer, SummarizerChain
+from contextcore.history.messages import ToolCall, content_parts, make_message
 from contextcore.history_service import EXTRACTIVE
 
 __all__ = [
@@ -104,22 +105,16 @@ def _cut(text: str) -> str:
 
 def _message_text(raw: Mapping[str, Any]) -> str:
     parts: list[str] = []
-    content = raw.get("content")
-    if isinstance(content, str):
-        parts.append(_cut(content))
-    for block in content if isinstance(content, list) else ():
-        if not isinstance(block, Mapping):
-            continue
-        kind = block.get("type")
-        if isinstance(block.get("text"), str):
-            parts.append(_cut(block["text"]))
-        elif kind == "tool_use":
-            parts.append(f"(calls {block.get('name')} {_cut(json.dumps(block.get('input')))})")
-        elif kind == "tool_result":
-            parts.append(f"(tool result) {_cut(json.dumps(block.get('content')))}")
-    for call in raw.get("tool_calls") or ():
-        function = call.get("function") or {} if isinstance(call, Mapping) else {}
-        parts.append(f"(calls {function.get('name')} {_cut(str(function.get('arguments')))})")
+    for part in content_parts(make_message(raw)):
+        if isinstance(part, str):
+            parts.append(_cut(part))
+        elif isinstance(part, ToolCall):
+            arguments = json.dumps(dict(part.arguments), ensure_ascii=False)
+            parts.append(f"(calls {part.name} {_cut(arguments)})")
+        elif raw.get("role") == "tool":
+            parts.append(_cut(part.text))
+        else:
+            parts.append(f"(tool result) {_cut(json.dumps(part.text, ensure_ascii=False))}")
     return " ".join(parts)
 
 

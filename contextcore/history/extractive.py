@@ -9,12 +9,12 @@ and are printed in their original order.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .messages import make_message, text_parts
 from .summary import clip_to_tokens
 from .tokens import Tokenizer, chars_per_4
 
@@ -80,12 +80,16 @@ class ExtractiveSummarizer:
                 yield _Line(order, score, text)
 
     def _message_lines(self, raw: Mapping[str, Any]) -> Iterator[tuple[str, float]]:
+        message = make_message(raw)
         role = str(raw.get("role", "?"))
-        for name, arguments in _calls(raw):
-            path = next((str(v) for k, v in arguments.items() if "path" in k or k == "file"), "")
-            yield f"{role} called {name}{f' on {path}' if path else ''}", 1.0 + bool(path)
+        for call in message.calls:
+            path = next(
+                (str(v) for k, v in call.arguments.items() if "path" in k or k == "file"), ""
+            )
+            yield f"{role} called {call.name}{f' on {path}' if path else ''}", 1.0 + bool(path)
+        texts = list(text_parts(message))
         kept = False
-        for piece, is_result in _texts(raw):
+        for piece, is_result in texts:
             label = "tool result" if is_result else role
             for sentence in _sentences(piece):
                 # Only the kept part is scored: a long line costs no more than its clip.
@@ -95,7 +99,7 @@ class ExtractiveSummarizer:
                     kept = True
                     yield f"{label}: {clipped}", score
         if role == "user" and not kept:
-            opening = next(iter(_sentences(" ".join(p for p, r in _texts(raw) if not r))), "")
+            opening = next(iter(_sentences(" ".join(p for p, r in texts if not r))), "")
             if opening:
                 yield f"user asked: {opening[:160]}", 0.75
 
@@ -120,43 +124,3 @@ def _sentences(text: str) -> Iterator[str]:
         for sentence in _SENTENCE.split(line.strip()):
             if sentence:
                 yield sentence
-
-
-def _calls(raw: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    for call in raw.get("tool_calls") or ():
-        function = call.get("function") or {}
-        arguments = function.get("arguments")
-        if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments)
-            except ValueError:
-                arguments = {}
-        yield str(function.get("name")), arguments if isinstance(arguments, Mapping) else {}
-    content = raw.get("content")
-    for block in content if isinstance(content, list) else ():
-        if isinstance(block, Mapping) and block.get("type") == "tool_use":
-            arguments = block.get("input")
-            yield str(block.get("name")), arguments if isinstance(arguments, Mapping) else {}
-
-
-def _texts(raw: Mapping[str, Any]) -> Iterator[tuple[str, bool]]:
-    content = raw.get("content")
-    is_result = raw.get("role") == "tool"
-    if isinstance(content, str):
-        yield content, is_result
-        return
-    for block in content if isinstance(content, list) else ():
-        if not isinstance(block, Mapping):
-            continue
-        if isinstance(block.get("text"), str):
-            yield block["text"], is_result
-        elif block.get("type") == "tool_result":
-            inner = block.get("content")
-            if isinstance(inner, str):
-                yield inner, True
-            elif isinstance(inner, list):
-                yield from (
-                    (b["text"], True)
-                    for b in inner
-                    if isinstance(b, Mapping) and isinstance(b.get("text"), str)
-                )

@@ -10,7 +10,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .messages import Message, Shape, make_message
+from .messages import (
+    Message,
+    Shape,
+    block_is_empty,
+    content_blocks,
+    make_message,
+    read_tool_result,
+    result_block,
+    text_block,
+    tool_message,
+)
 from .report import Tally
 
 __all__ = ["RepairOptions", "repair_chains"]
@@ -108,16 +118,13 @@ def _openai_results(
     for call_id in message.call_ids:
         if call_id not in answers:
             tally.backfilled += 1
-            results.append(
-                make_message(
-                    {
-                        "role": options.role,
-                        "tool_call_id": call_id,
-                        "content": options.missing_content,
-                        "id": f"{message.id}:{call_id}:missing",
-                    }
-                )
+            missing = tool_message(
+                call_id,
+                options.missing_content,
+                role=options.role,
+                id=f"{message.id}:{call_id}:missing",
             )
+            results.append(make_message(missing))
     return results
 
 
@@ -147,7 +154,7 @@ class _AnthropicRepair:
         owner = _callers(messages)
         self.answers: dict[str, tuple[int, int]] = {}
         for index, message in enumerate(messages):
-            for position, block in enumerate(_blocks(message)):
+            for position, block in enumerate(content_blocks(message)):
                 call_id = block.get("tool_use_id") if block.get("type") == "tool_result" else None
                 if call_id in owner and call_id not in self.answers:
                     self.answers[str(call_id)] = (index, position)
@@ -168,18 +175,18 @@ class _AnthropicRepair:
         return out
 
     def _rest(self, index: int) -> list[Any]:
-        return [b for b in _blocks(self.messages[index]) if b.get("type") != "tool_result"]
+        return [b for b in content_blocks(self.messages[index]) if b.get("type") != "tool_result"]
 
     def _orphans(self, index: int) -> list[Mapping[str, Any]]:
         return [
             b
-            for p, b in enumerate(_blocks(self.messages[index]))
+            for p, b in enumerate(content_blocks(self.messages[index]))
             if b.get("type") == "tool_result" and (index, p) not in self.routed
         ]
 
     def _split(self, index: int, message: Message) -> list[Message]:
         orphans, rest = self._orphans(index), self._rest(index)
-        has_rest = any(not _is_blank(b) for b in rest)
+        has_rest = any(not block_is_empty(b) for b in rest)
         out: list[Message] = []
         if orphans:
             self.tally.orphans += len(orphans)
@@ -194,45 +201,27 @@ class _AnthropicRepair:
     ) -> Message:
         texts = []
         for block in blocks:
-            text = make_message({"role": "user", "id": "x", "content": [block]}).results[0].text
-            text = text or EMPTY_RESULT
+            text = read_tool_result(block).text or EMPTY_RESULT
             if not self.options.strip_orphan_tool_id:
                 text = f"[tool result for {block['tool_use_id']}] {text}"
-            texts.append({"type": "text", "text": text})
+            texts.append(text_block(text))
         base = dict(message.raw) if reuse else {"id": f"{message.id}:orphans"}
         return make_message({**base, "role": self.options.orphan_role, "content": texts})
 
     def _results_for(self, index: int, message: Message) -> Message:
         places = sorted(self.answers[c] for c in message.call_ids if c in self.answers)
         self.tally.moved += sum(1 for place in places if place[0] != index + 1)
-        blocks: list[Any] = [_blocks(self.messages[i])[p] for i, p in places]
+        blocks: list[Any] = [content_blocks(self.messages[i])[p] for i, p in places]
         for call_id in message.call_ids:
             if call_id not in self.answers:
                 self.tally.backfilled += 1
-                blocks.append(
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": call_id,
-                        "content": self.options.missing_content,
-                        "is_error": True,
-                    }
-                )
+                blocks.append(result_block(call_id, self.options.missing_content, is_error=True))
         following = index + 1
         if any(i == following for i, _ in places):
             self.carriers.add(following)
             carrier = self.messages[following]
-            content = blocks + [b for b in self._rest(following) if not _is_blank(b)]
+            content = blocks + [b for b in self._rest(following) if not block_is_empty(b)]
             if content == carrier.raw.get("content"):
                 return carrier
             return make_message({**carrier.raw, "content": content})
         return make_message({"role": "user", "content": blocks, "id": f"{message.id}:results"})
-
-
-def _blocks(message: Message) -> list[Any]:
-    content = message.raw.get("content")
-    return content if isinstance(content, list) else []
-
-
-def _is_blank(block: Mapping[str, Any]) -> bool:
-    text = block.get("text")
-    return block.get("type") == "text" and not (isinstance(text, str) and text.strip())

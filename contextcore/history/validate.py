@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import HistoryError
-from .messages import Message, detect_shape, parse_messages
+from .messages import Message, content_blocks, detect_shape, parse_messages
 
 __all__ = ["validate_window"]
 
@@ -21,7 +21,7 @@ def validate_window(messages: Sequence[Mapping[str, Any]]) -> list[str]:
     """Return the problems found in ``messages`` (an empty list when the window is valid)."""
     try:
         parsed = parse_messages(messages)
-        shape = detect_shape(messages)
+        shape = detect_shape([m.raw for m in parsed])
     except HistoryError as error:
         return [error.message]
     problems = [f"messages[{i}] is empty" for i, m in enumerate(parsed) if m.is_empty]
@@ -86,8 +86,7 @@ def _anthropic_problems(messages: Sequence[Message]) -> list[str]:
 
 
 def _results_first(index: int, message: Message) -> list[str]:
-    content = message.raw.get("content")
-    kinds = [block.get("type") for block in content] if isinstance(content, list) else []
+    kinds = [block.get("type") for block in content_blocks(message)]
     seen_other = False
     for kind in kinds:
         if kind != "tool_result":

@@ -11,9 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._content import map_args, replace_result
 from .._tools import CONTENT_KEYS, EDIT_KEYS, file_path, tool_kind
-from ..messages import Message, ToolCall, make_message
+from ..messages import Message, ToolCall, make_message, map_args, replace_result
 from .base import FilterDefinition, FilterRun
 
 __all__ = ["FILE_CONTENTS_LIMITER", "FileContentsOptions", "limit_file_contents"]

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .._tools import ToolKind, tool_kind
-from ..messages import Message, message_text
+from ..messages import Message, has_image, message_text
 from ..units import tool_units
 from .base import FilterDefinition, FilterRun
 
@@ -49,7 +49,7 @@ def importance_score(message: Message, kinds: Mapping[str, ToolKind] | None = No
         score += 0.3
     if _PLAN.search(text):
         score += 0.2
-    if "screenshot" in used or _has_image(message):
+    if "screenshot" in used or has_image(message):
         score += 0.1
     if "ui" in used and message.results:
         score -= 0.1
@@ -84,21 +84,6 @@ def retain_important(
     keep = sorted(i for u in chosen for i in units[u])
     run.tally.dropped += len(messages) - len(keep)
     return [messages[i] for i in keep]
-
-
-def _has_image(message: Message) -> bool:
-    content = message.raw.get("content")
-    if not isinstance(content, list):
-        return False
-    for block in content:
-        kind = block.get("type")
-        inner = block.get("content") if kind == "tool_result" else None
-        if kind in ("image", "image_url") or (
-            isinstance(inner, list)
-            and any(b.get("type") == "image" for b in inner if isinstance(b, Mapping))
-        ):
-            return True
-    return False
 
 
 IMPORTANCE_RETENTION: FilterDefinition[ImportanceOptions] = FilterDefinition(

@@ -13,9 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._content import TRUNCATED, cut, map_args, map_texts
 from .._tools import CONTENT_KEYS, EDIT_KEYS, tool_kind
-from ..messages import Message, ToolCall, make_message
+from ..messages import TRUNCATED, Message, ToolCall, cut, make_message, map_args, map_texts
 from .base import FilterDefinition, FilterRun
 
 __all__ = ["PRUNE_MIDDLE", "PruneMiddleOptions", "prune_middle"]

@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .._content import cut, map_texts
-from ..messages import Message, make_message
+from ..messages import Message, cut, make_message, map_texts
 from ..repair import repair_chains
 from ..report import Tally
 from ..tokens import Tokenizer, message_cost, resolve_tokenizer

@@ -13,8 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._content import TRUNCATED, cut, map_texts
-from ..messages import Message, make_message
+from ..messages import TRUNCATED, Message, cut, make_message, map_texts
 from .base import FilterDefinition, FilterRun
 
 __all__ = ["UI_COMPRESSION", "UiCompressionOptions", "compress_json", "compress_ui"]

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .messages import ToolCall
+from ._read import ToolCall
 
 __all__ = ["TRUNCATED", "cut", "map_args", "map_texts", "replace_result"]
 

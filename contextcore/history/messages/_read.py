@@ -1,38 +1,37 @@
-"""Chat messages in the two common wire shapes, parsed into one read-only view.
+"""Reading chat messages of either wire shape into one read-only view.
 
-Messages are plain JSON dicts at the edge, either OpenAI-style (``role`` system / user /
-assistant / tool, assistant ``tool_calls``, tool messages with ``tool_call_id``) or
-Anthropic-style (``content`` lists of ``text``, ``tool_use``, ``tool_result`` and ``image``
-blocks). A :class:`Message` keeps the original dict untouched (unknown fields included) and
-adds what the filters need: its id, role, tool calls and tool results.
-
-Ids: a message without an ``id`` gets ``msg_<hash>`` where the hash covers the message's
-canonical JSON and its position in the list (or the session), so the same input always gets
-the same ids.
+A :class:`Message` keeps the original dict untouched (unknown fields included) and adds what
+the filters need: its id, role, tool calls and tool results. Everything here expects wire
+dicts that :func:`~contextcore.history.messages.parse_messages` accepted.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal, TypeAlias
 
-from ..errors import HistoryError
+from ...errors import HistoryError
 
 __all__ = [
     "ROLES",
     "Message",
+    "Part",
     "Role",
     "Shape",
     "ToolCall",
     "ToolResult",
+    "block_is_empty",
+    "content_blocks",
+    "content_parts",
     "detect_shape",
+    "has_image",
     "make_message",
     "message_text",
-    "parse_messages",
+    "read_tool_result",
+    "text_parts",
 ]
 
 Shape: TypeAlias = Literal["openai", "anthropic"]
@@ -93,7 +92,7 @@ class Message:
 
 
 def make_message(raw: Mapping[str, Any]) -> Message:
-    """Build a :class:`Message` from an already valid wire dict that carries an ``id``."""
+    """Build a :class:`Message` from an already valid wire dict (its ``id``, ``""`` if none)."""
     role: Role = raw["role"]
     content = raw.get("content")
     calls = tuple(_openai_calls(raw)) + tuple(_anthropic_calls(content))
@@ -103,12 +102,65 @@ def make_message(raw: Mapping[str, Any]) -> Message:
         )
     else:
         results = tuple(_anthropic_results(content))
-    return Message(str(raw["id"]), role, raw, calls, results)
+    return Message(str(raw.get("id", "")), role, raw, calls, results)
 
 
 def message_text(message: Message) -> str:
     """All text of a message: its content and its tool results, joined by newlines."""
     return _text(message.raw.get("content"))
+
+
+Part: TypeAlias = "str | ToolCall | ToolResult"
+
+
+def content_parts(message: Message) -> Iterator[Part]:
+    """The message's texts, tool calls and tool results in wire order (OpenAI tool calls
+    come after the content; a tool message is its one result)."""
+    if message.role == "tool":
+        yield from message.results
+        return
+    content = message.raw.get("content")
+    if isinstance(content, str) and content:
+        yield content
+    for block in content if isinstance(content, list) else ():
+        if not isinstance(block, Mapping):
+            continue
+        kind = block.get("type")
+        if kind == "tool_use":
+            yield _tool_use(block)
+        elif kind == "tool_result":
+            yield read_tool_result(block)
+        elif isinstance(block.get("text"), str):
+            yield block["text"]
+    yield from _openai_calls(message.raw)
+
+
+def text_parts(message: Message) -> Iterator[tuple[str, bool]]:
+    """Each text of the message in wire order, with whether it is a tool result's text."""
+    for part in content_parts(message):
+        if isinstance(part, str):
+            yield part, False
+        elif isinstance(part, ToolResult):
+            yield part.text, True
+
+
+def content_blocks(message: Message) -> list[Mapping[str, Any]]:
+    """The content blocks of the message (``[]`` when its content is a string or absent)."""
+    content = message.raw.get("content")
+    return [b for b in content if isinstance(b, Mapping)] if isinstance(content, list) else []
+
+
+def has_image(message: Message) -> bool:
+    """True when the message, or a tool result in it, carries an image."""
+    for block in content_blocks(message):
+        kind = block.get("type")
+        inner = block.get("content") if kind == "tool_result" else None
+        if kind in ("image", "image_url") or (
+            isinstance(inner, list)
+            and any(b.get("type") == "image" for b in inner if isinstance(b, Mapping))
+        ):
+            return True
+    return False
 
 
 def detect_shape(raws: Sequence[Mapping[str, Any]], *, start: int = 0) -> Shape | None:
@@ -130,156 +182,6 @@ def detect_shape(raws: Sequence[Mapping[str, Any]], *, start: int = 0) -> Shape 
             )
         seen = hint
     return seen
-
-
-def parse_messages(
-    raws: Sequence[object],
-    *,
-    start: int = 0,
-    taken_ids: frozenset[str] = frozenset(),
-    taken_call_ids: frozenset[str] = frozenset(),
-) -> list[Message]:
-    """Validate wire dicts and return them as messages, assigning missing ids.
-
-    ``start`` is the position of the first message in the session (for ids and error
-    fields); ``taken_ids`` and ``taken_call_ids`` are message and tool call ids already used
-    there. Raises ``HistoryError`` naming ``messages[i].field`` for the first problem found.
-    """
-    if isinstance(raws, str | bytes) or not isinstance(raws, Sequence):
-        raise HistoryError(f"messages must be a list, got {raws!r}", field="messages")
-    checked = [_check_message(raw, start + offset) for offset, raw in enumerate(raws)]
-    detect_shape(checked, start=start)
-    ids = set(taken_ids)
-    call_ids = set(taken_call_ids)
-    messages = []
-    for offset, raw in enumerate(checked):
-        index = start + offset
-        message = make_message(_with_id(raw, index))
-        if message.id in ids:
-            raise HistoryError(
-                f"messages[{index}].id {message.id!r} is already used; give each message "
-                "a unique id or leave it out",
-                field=f"messages[{index}].id",
-            )
-        for call_id in message.call_ids:
-            if call_id in call_ids:
-                raise HistoryError(
-                    f"messages[{index}] reuses tool call id {call_id!r}; tool call ids must "
-                    "be unique in a conversation",
-                    field=f"messages[{index}].tool_calls",
-                )
-            call_ids.add(call_id)
-        ids.add(message.id)
-        messages.append(message)
-    return messages
-
-
-def _with_id(raw: Mapping[str, Any], index: int) -> Mapping[str, Any]:
-    if "id" in raw:
-        return raw
-    canonical = json.dumps(raw, sort_keys=True, ensure_ascii=False, default=str)
-    digest = hashlib.sha256(f"{index}#{canonical}".encode()).hexdigest()[:16]
-    return {**raw, "id": f"msg_{digest}"}
-
-
-def _check_message(raw: object, index: int) -> Mapping[str, Any]:
-    where = f"messages[{index}]"
-    if not isinstance(raw, Mapping):
-        raise HistoryError(f"{where} must be an object, got {raw!r}", field=where)
-    role = raw.get("role")
-    if role not in ROLES:
-        raise HistoryError(
-            f"{where}.role {role!r} is not one of {', '.join(ROLES)}", field=f"{where}.role"
-        )
-    message_id = raw.get("id")
-    if "id" in raw and (not isinstance(message_id, str) or not message_id):
-        raise HistoryError(
-            f"{where}.id {message_id!r} must be a non-empty string (or left out)",
-            field=f"{where}.id",
-        )
-    _check_content(raw.get("content"), role, where)
-    _check_openai_fields(raw, role, where)
-    return raw
-
-
-def _check_content(content: object, role: object, where: str) -> None:
-    if content is None or isinstance(content, str):
-        return
-    if not isinstance(content, list):
-        raise HistoryError(
-            f"{where}.content must be a string or a list of blocks, got {content!r}",
-            field=f"{where}.content",
-        )
-    for position, block in enumerate(content):
-        field = f"{where}.content[{position}]"
-        if not isinstance(block, Mapping) or not isinstance(block.get("type"), str):
-            raise HistoryError(
-                f"{field} must be an object with a 'type', got {block!r}", field=field
-            )
-        _check_block(block, role, field)
-
-
-def _check_block(block: Mapping[str, Any], role: object, field: str) -> None:
-    kind = block["type"]
-    if kind == "tool_use":
-        _require_str(block, "id", field)
-        _require_str(block, "name", field)
-        if role != "assistant":
-            raise HistoryError(
-                f"{field} is a tool_use block in a {role!r} message; only "
-                "assistant messages call tools",
-                field=field,
-            )
-        if not isinstance(block.get("input", {}), Mapping):
-            raise HistoryError(
-                f"{field}.input must be an object, got {block.get('input')!r}",
-                field=f"{field}.input",
-            )
-    elif kind == "tool_result":
-        _require_str(block, "tool_use_id", field)
-        if role != "user":
-            raise HistoryError(
-                f"{field} is a tool_result block in a {role!r} message; tool "
-                "results go in user messages",
-                field=field,
-            )
-    elif kind == "text" and not isinstance(block.get("text"), str):
-        raise HistoryError(
-            f"{field}.text must be a string, got {block.get('text')!r}", field=f"{field}.text"
-        )
-
-
-def _check_openai_fields(raw: Mapping[str, Any], role: object, where: str) -> None:
-    if role == "tool":
-        _require_str(raw, "tool_call_id", where)
-    calls = raw.get("tool_calls")
-    if calls is None:
-        return
-    if role != "assistant" or not isinstance(calls, list):
-        raise HistoryError(
-            f"{where}.tool_calls must be a list on an assistant message, got {calls!r}",
-            field=f"{where}.tool_calls",
-        )
-    for position, call in enumerate(calls):
-        field = f"{where}.tool_calls[{position}]"
-        if not isinstance(call, Mapping):
-            raise HistoryError(f"{field} must be an object, got {call!r}", field=field)
-        _require_str(call, "id", field)
-        function = call.get("function")
-        if not isinstance(function, Mapping):
-            raise HistoryError(
-                f"{field}.function must be an object with a 'name', got {function!r}",
-                field=f"{field}.function",
-            )
-        _require_str(function, "name", f"{field}.function")
-
-
-def _require_str(holder: Mapping[str, Any], key: str, where: str) -> None:
-    value = holder.get(key)
-    if not isinstance(value, str) or not value:
-        raise HistoryError(
-            f"{where}.{key} must be a non-empty string, got {value!r}", field=f"{where}.{key}"
-        )
 
 
 def _shape_hint(raw: Mapping[str, Any]) -> Shape | None:
@@ -308,23 +210,28 @@ def _anthropic_calls(content: object) -> Iterator[ToolCall]:
     if isinstance(content, list):
         for block in content:
             if block.get("type") == "tool_use":
-                arguments = block.get("input")
-                yield ToolCall(
-                    str(block["id"]),
-                    str(block["name"]),
-                    arguments if isinstance(arguments, Mapping) else {},
-                )
+                yield _tool_use(block)
 
 
 def _anthropic_results(content: object) -> Iterator[ToolResult]:
     if isinstance(content, list):
         for block in content:
             if block.get("type") == "tool_result":
-                yield ToolResult(
-                    str(block["tool_use_id"]),
-                    _text(block.get("content")),
-                    bool(block.get("is_error")),
-                )
+                yield read_tool_result(block)
+
+
+def _tool_use(block: Mapping[str, Any]) -> ToolCall:
+    arguments = block.get("input")
+    return ToolCall(
+        str(block["id"]), str(block["name"]), arguments if isinstance(arguments, Mapping) else {}
+    )
+
+
+def read_tool_result(block: Mapping[str, Any]) -> ToolResult:
+    """The :class:`ToolResult` an Anthropic ``tool_result`` block carries."""
+    return ToolResult(
+        str(block["tool_use_id"]), _text(block.get("content")), bool(block.get("is_error"))
+    )
 
 
 def _parse_args(arguments: object) -> Mapping[str, Any]:
@@ -361,11 +268,12 @@ def _content_is_empty(content: object) -> bool:
     if isinstance(content, str):
         return not content.strip()
     if isinstance(content, list):
-        return all(_block_is_empty(block) for block in content)
+        return all(block_is_empty(block) for block in content)
     return False
 
 
-def _block_is_empty(block: object) -> bool:
+def block_is_empty(block: object) -> bool:
+    """True for a text block with no visible text."""
     if not isinstance(block, Mapping):
         return False
     if block.get("type") == "text":
