@@ -18,8 +18,15 @@ from typing import Protocol
 import numpy as np
 
 from .embedding import Vectors
+from .errors import ContextCoreError
 
-__all__ = ["EmbeddingCache", "MemoryEmbeddingCache", "SqliteEmbeddingCache", "text_hash"]
+__all__ = [
+    "EmbeddingCache",
+    "MemoryEmbeddingCache",
+    "SqliteEmbeddingCache",
+    "StoreEmbeddingCache",
+    "text_hash",
+]
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +63,38 @@ class MemoryEmbeddingCache:
     def put_many(self, model: str, vectors: Mapping[str, Vectors]) -> None:
         for h, vec in vectors.items():
             self._rows[(model, h)] = vec
+
+
+class SharedVectors(Protocol):
+    """The part of a session store that holds embeddings (float32 bytes by text hash)."""
+
+    def get_embeddings(self, model: str, hashes: Iterable[str]) -> dict[str, bytes]: ...
+
+    def put_embeddings(self, model: str, vectors: Mapping[str, bytes]) -> None: ...
+
+
+class StoreEmbeddingCache:
+    """The cache kept in a shared session store (PostgreSQL, Redis): what one replica embedded,
+    every other replica reads instead of embedding it again. A store that cannot be reached
+    costs re-embedding, never a search (logged)."""
+
+    def __init__(self, store: SharedVectors) -> None:
+        self._store = store
+
+    def get_many(self, model: str, hashes: Iterable[str]) -> dict[str, Vectors]:
+        try:
+            found = self._store.get_embeddings(model, list(hashes))
+        except ContextCoreError as exc:
+            log.warning("shared embedding cache unavailable, embedding again: %s", exc)
+            return {}
+        return {h: np.frombuffer(blob, dtype=np.float32) for h, blob in found.items()}
+
+    def put_many(self, model: str, vectors: Mapping[str, Vectors]) -> None:
+        blobs = {h: np.asarray(v, dtype=np.float32).tobytes() for h, v in vectors.items()}
+        try:
+            self._store.put_embeddings(model, blobs)
+        except ContextCoreError as exc:
+            log.warning("shared embedding cache unavailable, vectors not shared: %s", exc)
 
 
 class SqliteEmbeddingCache:

@@ -10,7 +10,12 @@ from .broker import ContextBroker
 from .catalog import Catalog
 from .config import BrokerConfig, InlineItem
 from .embedding import Embedder, FastEmbedEmbedder
-from .embedding_cache import EmbeddingCache, MemoryEmbeddingCache, SqliteEmbeddingCache
+from .embedding_cache import (
+    EmbeddingCache,
+    MemoryEmbeddingCache,
+    SqliteEmbeddingCache,
+    StoreEmbeddingCache,
+)
 from .items import ContextItem, Reference, Rule
 from .learning import LearningSettings, UsageLearner
 from .loaders import load_catalog_json, load_markdown_dir, load_markdown_file
@@ -118,10 +123,20 @@ def search_settings(config: BrokerConfig) -> SearchSettings:
     )
 
 
-def build_search(config: BrokerConfig, catalog: Catalog, embedder: Embedder | None) -> SearchEngine:
-    """A search engine over ``catalog`` with the config's defaults."""
+def build_search(
+    config: BrokerConfig,
+    catalog: Catalog,
+    embedder: Embedder | None,
+    store: SessionStore | None = None,
+) -> SearchEngine:
+    """A search engine over ``catalog`` with the config's defaults; on a shared store
+    (postgres, redis) its embedding cache is the store's, shared by every replica."""
     settings = search_settings(config)
-    return SearchEngine(catalog, embedder, cache=build_cache(config), settings=settings)
+    if store is not None and config.persistence.backend in ("postgres", "redis"):
+        cache: EmbeddingCache = StoreEmbeddingCache(store)
+    else:
+        cache = build_cache(config)
+    return SearchEngine(catalog, embedder, cache=cache, settings=settings)
 
 
 def build_learner(config: BrokerConfig) -> UsageLearner | None:
@@ -160,7 +175,7 @@ def build_broker(
     catalog = Catalog(load_items(config))
     if embedder is None and use_config_embedder:
         embedder = build_embedder(config)
-    search = build_search(config, catalog, embedder)
+    search = build_search(config, catalog, embedder, store)
     search.learner = build_learner(config)
     broker = ContextBroker(
         catalog, search, store=store, max_message_chars=config.server.max_message_chars
