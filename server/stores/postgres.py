@@ -124,6 +124,15 @@ class PostgresSessionStore:
     def __init__(self, url: str, *, max_connections: int = 16, timeout: float = 10.0) -> None:
         self._url = url
         self.where = describe_url(url)
+        # One direct connection first: an unreachable server fails at once, with libpq's
+        # reason, instead of after the pool's retries.
+        connect_timeout = max(1, int(timeout))
+        with (
+            self._errors(),
+            psycopg.connect(url, connect_timeout=connect_timeout) as conn,
+            conn.cursor() as cur,
+        ):
+            self._migrate(cur)
         self._pool = ConnectionPool(
             url,
             min_size=1,
@@ -134,9 +143,8 @@ class PostgresSessionStore:
             name="context-broker-store",
         )
         try:
-            self._pool.open(wait=True, timeout=timeout)
-            with self._tx() as cur:
-                self._migrate(cur)
+            with self._errors():
+                self._pool.open(wait=True, timeout=timeout)
         except BaseException:
             self._pool.close()
             raise
@@ -146,9 +154,14 @@ class PostgresSessionStore:
     @contextmanager
     def _tx(self) -> Iterator[psycopg.Cursor[Any]]:
         """One transaction: committed when the block ends, rolled back if it raises."""
+        with self._errors(), self._pool.connection() as conn, conn.cursor() as cur:
+            yield cur
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Turn the driver's errors into store errors that name the server, never the URL."""
         try:
-            with self._pool.connection() as conn, conn.cursor() as cur:
-                yield cur
+            yield
         except (PoolTimeout, psycopg.OperationalError, psycopg.InterfaceError) as exc:
             raise StoreUnavailable(
                 f"the PostgreSQL session store at {self.where!r} cannot be used "
