@@ -17,8 +17,8 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeAlias
 
 from ..errors import HistoryError
+from ._options import parse_options
 from .context import RunContext
-from .filters._options import parse_options
 from .filters.base import FilterDefinition, FilterRun
 from .filters.size import SizeLimiterOptions, budget_for, select_within_budget
 from .messages import Message, Shape, detect_shape, parse_messages

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ._options import OPTIONS_CONFIG, Flag, Text
 from .messages import (
     Message,
     Shape,
@@ -36,10 +37,12 @@ class RepairOptions:
     Anthropic results always travel as ``tool_result`` blocks in a user message).
     """
 
-    missing_content: str = "[no tool result: the call was interrupted or its result was dropped]"
+    __pydantic_config__ = OPTIONS_CONFIG
+
+    missing_content: Text = "[no tool result: the call was interrupted or its result was dropped]"
     role: Literal["tool"] = "tool"
     orphan_role: Literal["system", "user", "assistant"] = "system"
-    strip_orphan_tool_id: bool = True
+    strip_orphan_tool_id: Flag = True
 
 
 def repair_chains(

@@ -45,7 +45,8 @@ class FilterDefinition(Generic[OptionsT]):
     """A registered filter: its name, its options type (a dataclass) and its function.
 
     Options arrive in camelCase (``maxTokens``) and map to the dataclass's snake_case
-    fields (``max_tokens``); a field's ``metadata={"min": n}`` sets the smallest int allowed.
+    fields (``max_tokens``); pydantic checks them against the field types (``Count``,
+    ``Positive``, ``Flag``... in ``contextcore.history._options``).
     """
 
     name: str

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .._options import OPTIONS_CONFIG
 from ..context import CollapseGroup
 from ..messages import Message, make_message
 from .base import FilterDefinition, FilterRun
@@ -23,6 +24,8 @@ __all__ = ["COLLAPSE_GROUP_REPLACER", "CollapseOptions", "collapse_groups", "pla
 @dataclass(frozen=True)
 class CollapseOptions:
     """Options of ``collapseGroupReplacer``: the placeholder's role."""
+
+    __pydantic_config__ = OPTIONS_CONFIG
 
     role: Literal["system", "user"] = "system"
 

@@ -8,9 +8,10 @@ names a file path. The ``filesLimit`` most recently seen files keep their newest
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from .._options import OPTIONS_CONFIG, Count
 from .._tools import CONTENT_KEYS, EDIT_KEYS, file_path, tool_kind
 from ..messages import Message, ToolCall, make_message, map_args, replace_result
 from .base import FilterDefinition, FilterRun
@@ -22,8 +23,10 @@ __all__ = ["FILE_CONTENTS_LIMITER", "FileContentsOptions", "limit_file_contents"
 class FileContentsOptions:
     """Options of ``fileContentsLimiter``."""
 
-    files_limit: int = field(default=7, metadata={"min": 0})
-    versions_per_file: int = field(default=2, metadata={"min": 0})
+    __pydantic_config__ = OPTIONS_CONFIG
+
+    files_limit: Count = 7
+    versions_per_file: Count = 2
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,9 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from .._options import OPTIONS_CONFIG, Fraction, Positive
 from .._tools import ToolKind, tool_kind
 from ..messages import Message, has_image, message_text
 from ..units import tool_units
@@ -31,8 +32,10 @@ _SCAN_CHARS = 4000
 class ImportanceOptions:
     """Options of ``importanceRetention``."""
 
-    max_messages: int = field(default=24, metadata={"min": 1})
-    recent_fraction: float = 0.4
+    __pydantic_config__ = OPTIONS_CONFIG
+
+    max_messages: Positive = 24
+    recent_fraction: Fraction = 0.4
 
 
 def importance_score(message: Message, kinds: Mapping[str, ToolKind] | None = None) -> float:

@@ -10,9 +10,10 @@ calls are kept.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from .._options import OPTIONS_CONFIG, Count, Positive
 from .._tools import CONTENT_KEYS, EDIT_KEYS, tool_kind
 from ..messages import TRUNCATED, Message, ToolCall, cut, make_message, map_args, map_texts
 from .base import FilterDefinition, FilterRun
@@ -24,9 +25,11 @@ __all__ = ["PRUNE_MIDDLE", "PruneMiddleOptions", "prune_middle"]
 class PruneMiddleOptions:
     """Options of ``pruneMiddle``."""
 
-    keep_last: int = field(default=6, metadata={"min": 0})
-    max_chars: int = field(default=2000, metadata={"min": 1})
-    keep_chars: int = field(default=200, metadata={"min": 0})
+    __pydantic_config__ = OPTIONS_CONFIG
+
+    keep_last: Count = 6
+    max_chars: Positive = 2000
+    keep_chars: Count = 200
 
 
 def prune_middle(

@@ -8,8 +8,9 @@ tool units (an assistant tool-call message with its results), so the final
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from .._options import OPTIONS_CONFIG, Count, Flag, Positive, TokenizerChoice
 from ..messages import Message, cut, make_message, map_texts
 from ..repair import repair_chains
 from ..report import Tally
@@ -24,13 +25,15 @@ __all__ = ["SIZE_LIMITER", "SizeLimiterOptions", "budget_for", "limit_size", "se
 class SizeLimiterOptions:
     """Options of ``sizeLimiter`` (JSON names in camelCase)."""
 
-    max_tokens: int = field(default=24000, metadata={"min": 0})
-    tokenizer: str | Tokenizer = field(default="chars/4", metadata={"kind": "tokenizer"})
-    per_message_overhead: int = 8
-    prioritize_system: bool = False
-    prioritize_user: bool = True
-    preserve_at_least_one_system: bool = True
-    max_content_chars: int = field(default=50000, metadata={"min": 1})
+    __pydantic_config__ = OPTIONS_CONFIG
+
+    max_tokens: Count = 24000
+    tokenizer: TokenizerChoice = "chars/4"
+    per_message_overhead: Count = 8
+    prioritize_system: Flag = False
+    prioritize_user: Flag = True
+    preserve_at_least_one_system: Flag = True
+    max_content_chars: Positive = 50000
 
 
 def budget_for(options: SizeLimiterOptions, run: FilterRun) -> int:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from .._options import OPTIONS_CONFIG, Count, Positive, Texts
 from ..messages import TRUNCATED, Message, cut, make_message, map_texts
 from .base import FilterDefinition, FilterRun
 
@@ -23,12 +24,14 @@ __all__ = ["UI_COMPRESSION", "UiCompressionOptions", "compress_json", "compress_
 class UiCompressionOptions:
     """Options of ``uiCompression``."""
 
-    max_nodes: int = field(default=200, metadata={"min": 1})
-    max_children: int = field(default=20, metadata={"min": 1})
-    max_depth: int = field(default=2, metadata={"min": 0})
-    max_text_chars: int = field(default=1000, metadata={"min": 1})
-    min_chars: int = field(default=2000, metadata={"min": 0})
-    drop_fields: tuple[str, ...] = ("description", "help")
+    __pydantic_config__ = OPTIONS_CONFIG
+
+    max_nodes: Positive = 200
+    max_children: Positive = 20
+    max_depth: Count = 2
+    max_text_chars: Positive = 1000
+    min_chars: Count = 2000
+    drop_fields: Texts = ("description", "help")
 
 
 def compress_json(
