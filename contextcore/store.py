@@ -230,6 +230,12 @@ class SessionStore(Protocol):
         ``seq`` (store-wide order) and ``session_id`` added."""
         ...
 
+    def delete_usage_events(self, session_id: str | None = None) -> int:
+        """Delete one session's usage events (None: every event, of every session and of
+        none); returns how many were deleted. Durable when it returns, like a write; the
+        other events keep their ``seq`` and later events still get higher ones."""
+        ...
+
     # -- shared embedding cache -------------------------------------------------------------
 
     def get_embeddings(self, model: str, hashes: Iterable[str]) -> dict[str, bytes]:
@@ -497,8 +503,6 @@ class MemorySessionStore:
             ]
 
     def delete_usage_events(self, session_id: str | None = None) -> int:
-        """Delete one session's usage events (None: all); returns how many were deleted
-        (``forget``; a backend without this method cannot forget)."""
         with self._lock:
             kept = [
                 e for e in self._usage if session_id is not None and e["session_id"] != session_id

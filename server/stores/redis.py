@@ -24,7 +24,7 @@ Keys (prefix ``cb:``; a session's keys share the hash tag ``{session_id}``)::
     cb:s:{id}:msgids / :callids      hash message id -> seq / hash tool call id -> seq
     cb:s:{id}:parts                  hash "history" / "snapshot" -> JSON
     cb:s:{id}:calls / :usage         list of call JSON / list of usage event seqs
-    cb:usage                         list of every usage event (index = seq)
+    cb:usage                         list of every usage event (index = seq; '' once deleted)
     cb:emb:<model>                   hash text hash -> float32 vector bytes
 """
 
@@ -179,6 +179,30 @@ for _, seq in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
 end
 return out
 """
+_DELETE_USAGE = """
+local n = 0
+if ARGV[1] == 'session' then
+  for _, seq in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
+    local row = redis.call('LINDEX', KEYS[1], seq)
+    if row and row ~= '' then
+      redis.call('LSET', KEYS[1], seq, '')
+      n = n + 1
+    end
+  end
+else
+  -- Emptied rows stay, so the next event's seq (its index) is still higher than any before.
+  local rows = redis.call('LRANGE', KEYS[1], 0, -1)
+  for _, row in ipairs(rows) do if row ~= '' then n = n + 1 end end
+  redis.call('DEL', KEYS[1])
+  local empty = {}
+  for i = 1, math.min(#rows, 1000) do empty[i] = '' end
+  for done = 0, #rows - 1, 1000 do
+    redis.call('RPUSH', KEYS[1], unpack(empty, 1, math.min(1000, #rows - done)))
+  end
+end
+for i = 2, #KEYS do redis.call('DEL', KEYS[i]) end
+return n
+"""
 _PUT_EMBEDDINGS = """
 for i = 1, #ARGV, 2 do redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1]) end
 return 1
@@ -239,6 +263,7 @@ class RedisSessionStore:
                 "read_messages": _READ_MESSAGES,
                 "append_usage": _APPEND_USAGE,
                 "read_usage": _READ_USAGE,
+                "delete_usage": _DELETE_USAGE,
                 "put_embeddings": _PUT_EMBEDDINGS,
             }.items()
         }
@@ -552,9 +577,18 @@ class RedisSessionStore:
             rows = [(int(seq), row) for seq, row in zip(flat[::2], flat[1::2], strict=True)]
         out = []
         for seq, row in rows:
+            if not row:  # deleted
+                continue
             e = json.loads(row)
             out.append({**e["event"], "seq": seq, "session_id": e["session_id"]})
         return out
+
+    def delete_usage_events(self, session_id: str | None = None) -> int:
+        if session_id is not None:
+            keys = [_P + "usage", _Keys(session_id).usage]
+            return int(self._run("delete_usage", keys, ["session"]))
+        keys = [_P + "usage", *(_Keys(sid).usage for sid in self.list_session_ids())]
+        return int(self._run("delete_usage", keys, ["all"]))
 
     # -- shared embedding cache -------------------------------------------------------------
 

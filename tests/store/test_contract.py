@@ -169,6 +169,27 @@ def test_calls_and_usage_events_get_sequence_numbers(store: SessionStore) -> Non
     assert [e["seq"] for e in store.usage_events(a)] == [first, third]
 
 
+def test_deleting_usage_events_removes_one_sessions_or_all_and_keeps_numbering(
+    store: SessionStore,
+) -> None:
+    a, b = new_session(store), new_session(store)
+    first = store.append_usage_event(a, {"kind": "call"})
+    second = store.append_usage_event(b, {"kind": "report"})
+    store.append_usage_event(a, {"kind": "report"})
+    store.append_usage_event(None, {"kind": "log"})
+    assert store.delete_usage_events(a) == 2
+    assert store.delete_usage_events(a) == 0
+    rest = [(e["seq"], e["session_id"], e["kind"]) for e in store.usage_events()]
+    assert rest[0] == (second, b, "report") and len(rest) == 2 and store.usage_events(a) == []
+    later = store.append_usage_event(a, {"kind": "call"})
+    assert later > second > first
+    assert [e["seq"] for e in store.usage_events(a)] == [later]
+    assert store.delete_usage_events() == 3
+    assert store.usage_events() == [] and store.usage_events(b) == []
+    assert store.append_usage_event(b, {"kind": "call"}) > later
+    assert [e["kind"] for e in store.usage_events(b)] == ["call"]
+
+
 def test_the_embedding_cache_keeps_the_first_vector_per_key(store: SessionStore) -> None:
     store.put_embeddings("m", {"h1": b"\x00\x01", "h2": b"\x02"})
     store.put_embeddings("m", {"h1": b"\xff"})
