@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fake_llm import FakeLLM
 from mcp import Client
 from mcp.server import Server
 
@@ -16,8 +17,8 @@ from contextcore.config import BrokerConfig, HistoryConfig, SummarizerConfig
 from contextcore.embedding import HashEmbedder
 from contextcore.factory import build_broker
 from contextcore.history_service import HistoryService
-from server.stores.sqlite import SqliteSessionStore
 from server.mcp_server import build_server
+from server.stores.sqlite import SqliteSessionStore
 from server.summarizers import SummarizerFactory
 
 KEY = "sk-test-secret-key-1234"
@@ -52,3 +53,43 @@ def build_env(
     )
     server = build_server(broker, history=service, summarizers=summarizers)
     return HistoryEnv(broker, service, summarizers, server)
+
+
+def chat(n: int, start: int = 0) -> list[dict[str, Any]]:
+    """``n`` alternating user/assistant messages with a decision and a path each."""
+    roles = ("user", "assistant")
+    return [
+        {"role": roles[i % 2], "content": f"message {i}: we decided to edit src/file_{i}.py"}
+        for i in range(start, start + n)
+    ]
+
+
+def tool_turn(call_id: str) -> list[dict[str, Any]]:
+    """An OpenAI-style read_file call and its result."""
+    return [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": "read_file", "arguments": '{"path": "a.py"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": call_id, "content": "print('hi')"},
+    ]
+
+
+def summarizer_config(fake: FakeLLM, provider: str, **overrides: Any) -> SummarizerConfig:
+    """Summarizer settings pointing at ``fake`` as the ``provider`` API."""
+    base = fake.url if provider == "anthropic" else f"{fake.url}/v1"
+    values: dict[str, Any] = {
+        "provider": provider,
+        "model": "test-model",
+        "base_url": base,
+        "api_key_env": "TEST_LLM_KEY",
+        "timeout": 2.0,
+    }
+    return SummarizerConfig(**{**values, **overrides})

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from history_env import HistoryEnv
+from history_env import HistoryEnv, chat, tool_turn
 
 from contextcore.config import BrokerConfig, HistoryConfig
 from contextcore.embedding import HashEmbedder
@@ -17,31 +17,6 @@ from contextcore.factory import build_broker
 from contextcore.history import SummarizerChain
 from contextcore.history_service import HistoryService
 from server.stores.sqlite import SqliteSessionStore
-
-
-def chat(n: int, start: int = 0) -> list[dict[str, Any]]:
-    roles = ("user", "assistant")
-    return [
-        {"role": roles[i % 2], "content": f"message {i}: we decided to edit src/file_{i}.py"}
-        for i in range(start, start + n)
-    ]
-
-
-def tool_turn(call_id: str) -> list[dict[str, Any]]:
-    return [
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {
-                    "id": call_id,
-                    "type": "function",
-                    "function": {"name": "read_file", "arguments": '{"path": "a.py"}'},
-                }
-            ],
-        },
-        {"role": "tool", "tool_call_id": call_id, "content": "print('hi')"},
-    ]
 
 
 class Failing:

@@ -7,9 +7,8 @@ from typing import Any
 
 import anyio
 import pytest
-from history_env import HistoryEnv
+from history_env import HistoryEnv, chat, tool_turn
 from mcp import Client
-from test_history_service import chat, tool_turn
 
 from tests.mcp_calls import call, error
 

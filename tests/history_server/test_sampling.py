@@ -7,10 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 from fake_llm import FakeLLM
-from history_env import HistoryEnv
+from history_env import HistoryEnv, chat, summarizer_config
 from mcp import types
-from test_history_service import chat
-from test_summarizers import config
 
 from tests.mcp_calls import call
 
@@ -66,7 +64,7 @@ async def test_sampling_is_tried_after_a_failing_llm_api(
     fake_llm: FakeLLM, make_env: Callable[..., HistoryEnv]
 ) -> None:
     fake_llm.behaviour = "429"
-    env = make_env(summarizer=config(fake_llm, "openai"))
+    env = make_env(summarizer=summarizer_config(fake_llm, "openai"))
     out = await summarize(env, "legacy", sampling_callback=Sampling())
     assert out["provider"] == "sampling"
     assert [a["provider"] for a in out["attempts"]] == ["openai", "sampling"]

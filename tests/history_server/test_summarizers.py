@@ -12,10 +12,8 @@ import anyio
 import anyio.to_thread
 import pytest
 from fake_llm import SUMMARY, FakeLLM
-from history_env import KEY, HistoryEnv
-from test_history_service import chat
+from history_env import KEY, HistoryEnv, chat, summarizer_config
 
-from contextcore.config import SummarizerConfig
 from contextcore.history import SummaryOutcome
 from server.summarizers import (
     AnthropicSummarizer,
@@ -28,18 +26,6 @@ from tests.mcp_calls import call
 ENV = {"TEST_LLM_KEY": KEY}
 
 
-def config(fake: FakeLLM, provider: str, **overrides: Any) -> SummarizerConfig:
-    base = fake.url if provider == "anthropic" else f"{fake.url}/v1"
-    values: dict[str, Any] = {
-        "provider": provider,
-        "model": "test-model",
-        "base_url": base,
-        "api_key_env": "TEST_LLM_KEY",
-        "timeout": 2.0,
-    }
-    return SummarizerConfig(**{**values, **overrides})
-
-
 async def chain_summary(factory: SummarizerFactory) -> SummaryOutcome:
     chain = factory.chain()
     with anyio.fail_after(10):
@@ -47,7 +33,7 @@ async def chain_summary(factory: SummarizerFactory) -> SummaryOutcome:
 
 
 async def test_the_anthropic_provider_speaks_the_messages_api(fake_llm: FakeLLM) -> None:
-    provider = AnthropicSummarizer(config(fake_llm, "anthropic"), environ=ENV)
+    provider = AnthropicSummarizer(summarizer_config(fake_llm, "anthropic"), environ=ENV)
     with anyio.fail_after(10):
         text = await provider.summarize(chat(3), "before: chose sqlite", 200)
     assert text == SUMMARY
@@ -61,7 +47,7 @@ async def test_the_anthropic_provider_speaks_the_messages_api(fake_llm: FakeLLM)
 
 
 async def test_the_openai_provider_speaks_chat_completions(fake_llm: FakeLLM) -> None:
-    provider = OpenAISummarizer(config(fake_llm, "openai"), environ=ENV)
+    provider = OpenAISummarizer(summarizer_config(fake_llm, "openai"), environ=ENV)
     with anyio.fail_after(10):
         text = await provider.summarize(chat(3), None, 200)
     assert text == SUMMARY
@@ -72,7 +58,9 @@ async def test_the_openai_provider_speaks_chat_completions(fake_llm: FakeLLM) ->
 
 @pytest.mark.parametrize("provider", ["anthropic", "openai"])
 async def test_a_working_api_is_the_provider_used(fake_llm: FakeLLM, provider: str) -> None:
-    outcome = await chain_summary(SummarizerFactory(config(fake_llm, provider), environ=ENV))
+    outcome = await chain_summary(
+        SummarizerFactory(summarizer_config(fake_llm, provider), environ=ENV)
+    )
     assert outcome.provider == provider and outcome.text == SUMMARY
 
 
@@ -85,7 +73,9 @@ async def test_api_failures_fall_through_to_the_extractive_summarizer(
     fake_llm: FakeLLM, provider: str, behaviour: Any, reason: str
 ) -> None:
     fake_llm.behaviour = behaviour
-    outcome = await chain_summary(SummarizerFactory(config(fake_llm, provider), environ=ENV))
+    outcome = await chain_summary(
+        SummarizerFactory(summarizer_config(fake_llm, provider), environ=ENV)
+    )
     assert outcome.provider == "extractive" and outcome.text
     failed = outcome.attempts[0]
     assert failed.provider == provider and failed.error and reason in failed.error
@@ -95,7 +85,7 @@ async def test_api_failures_fall_through_to_the_extractive_summarizer(
 @pytest.mark.parametrize("provider", ["anthropic", "openai"])
 async def test_a_hanging_api_costs_at_most_the_timeout(fake_llm: FakeLLM, provider: str) -> None:
     fake_llm.behaviour = "hang"
-    factory = SummarizerFactory(config(fake_llm, provider, timeout=0.5), environ=ENV)
+    factory = SummarizerFactory(summarizer_config(fake_llm, provider, timeout=0.5), environ=ENV)
     started = time.monotonic()
     outcome = await chain_summary(factory)
     assert time.monotonic() - started < 2.0
@@ -105,7 +95,7 @@ async def test_a_hanging_api_costs_at_most_the_timeout(fake_llm: FakeLLM, provid
 
 
 async def test_a_missing_key_names_the_variable_and_falls_through(fake_llm: FakeLLM) -> None:
-    factory = SummarizerFactory(config(fake_llm, "anthropic"), environ={})
+    factory = SummarizerFactory(summarizer_config(fake_llm, "anthropic"), environ={})
     outcome = await chain_summary(factory)
     assert outcome.provider == "extractive"
     assert "'TEST_LLM_KEY' is not set" in str(outcome.attempts[0].error)
@@ -114,7 +104,7 @@ async def test_a_missing_key_names_the_variable_and_falls_through(fake_llm: Fake
 
 async def test_provider_errors_never_echo_the_key(fake_llm: FakeLLM) -> None:
     fake_llm.behaviour = "500"
-    provider = OpenAISummarizer(config(fake_llm, "openai"), environ=ENV)
+    provider = OpenAISummarizer(summarizer_config(fake_llm, "openai"), environ=ENV)
     with anyio.fail_after(10), pytest.raises(ProviderError) as info:
         await provider.summarize(chat(2), None, 100)
     assert KEY not in str(info.value) and "HTTP 500" in str(info.value)
@@ -123,7 +113,7 @@ async def test_provider_errors_never_echo_the_key(fake_llm: FakeLLM) -> None:
 async def test_a_session_summary_by_the_api_is_stored_and_reported(
     fake_llm: FakeLLM, make_env: Callable[..., HistoryEnv]
 ) -> None:
-    env = make_env(summarizer=config(fake_llm, "anthropic"))
+    env = make_env(summarizer=summarizer_config(fake_llm, "anthropic"))
     async with env.client() as client:
         sid = (await call(client, "create_session"))["session_id"]
         await call(client, "append_messages", session_id=sid, messages=chat(12))
