@@ -196,16 +196,8 @@ def assemble(
 
     # The run already sized the window's messages: take its total rather than re-encode them.
     window_cost = run.report.tokens_after - cost(pinned)
-    messages: list[Raw] = []
-    rows: list[ComponentReport] = []
-    for path, kind, emitted in parts:
-        tokens = cost(emitted)
-        if kind == "history":
-            emitted = [*framing, *window] if window else []
-            tokens = cost(framing) + window_cost if window else 0
-        first = len(messages)
-        messages += emitted
-        rows.append(ComponentReport(path, kind, tuple(range(first, len(messages))), tokens))
+    history_part = ([*framing, *window], cost(framing) + window_cost) if window else ([], 0)
+    messages, rows = _place(parts, history_part, cost)
     report = AssemblyReport(
         tuple(rows),
         sum(r.tokens for r in rows),
@@ -214,6 +206,23 @@ def assemble(
         tuple(_warnings(model, history)),
     )
     return Assembly(messages, report)
+
+
+def _place(
+    parts: Sequence[tuple[str, ComponentKind | str, list[Raw]]],
+    history_part: tuple[list[Raw], int],
+    cost: Callable[[Sequence[Raw]], int],
+) -> tuple[list[Raw], list[ComponentReport]]:
+    """The messages in model order, with one report row per part; the history leaf takes
+    the filtered window (with its framing) and its already known cost."""
+    messages: list[Raw] = []
+    rows: list[ComponentReport] = []
+    for path, kind, emitted in parts:
+        emitted, tokens = history_part if kind == "history" else (emitted, cost(emitted))
+        first = len(messages)
+        messages += emitted
+        rows.append(ComponentReport(path, kind, tuple(range(first, len(messages))), tokens))
+    return messages, rows
 
 
 # The request context alone: no history, no tools as text (a host passes the selected
