@@ -63,7 +63,9 @@ def _tool(name: str, description: str, args: type[Any], result: type[Any] | None
 
 
 def _json(result: types.CallToolResult) -> dict[str, Any]:
-    return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    # For the stdio pass-through, which answers handshake-era hosts only: their results carry
+    # no resultType (the SDK leaves it out for them too).
+    return result.model_dump(by_alias=True, mode="json", exclude_none=True, exclude={"result_type"})
 
 
 def _connection_key(session: ServerSession | None) -> int:
