@@ -21,7 +21,7 @@ from .downstream import Downstream
 from .gateway import Gateway, GatewaySettings, ToolGate, resolve_servers
 from .http import build_http_app, guard_settings, run_http
 from .mcp_server import build_server
-from .observability import http_routes, instrument
+from .observability import Observer, http_routes, instrument
 from .passthrough import DirectCalls
 from .reload import ConfigReloader, serve_with_reload
 from .sdk_compat import fast_path_enabled
@@ -78,31 +78,14 @@ def serve(
     # Before anything starts: an unprotected public bind is refused outright.
     guard = None if transport == "stdio" else guard_settings(http, bind_host, insecure=insecure)
     parts: BrokerParts = build_broker(config, store=build_store(config))
-    counts = parts.catalog.counts()
-    log.info(
-        "serving %d catalog items (%s) over %s; sessions: %s",
-        len(parts.catalog),
-        ", ".join(f"{k}: {sum(v.values())}" for k, v in sorted(counts.items())) or "none",
-        transport,
-        config.persistence.backend,
-    )
+    _log_serving(parts, transport)
     observer = instrument(parts, config.telemetry)
     _load_model_in_background(parts)
     servers = resolve_servers(config)
     gateway = build_gateway(config, parts, servers)
     reloader = ConfigReloader(config_path, parts, gateway)  # before downstream tools arrive
     history = HistoryService(parts.broker, config.history, limits=config.limits)
-    downstream = None
-    if gateway is not None:
-        downstream = Downstream(
-            gateway,
-            parts.broker,
-            history=history,
-            record={name: cfg.record_calls for name, cfg in servers.items()},
-            record_max_chars=config.gateway.record_max_chars,
-            startup_budget=config.gateway.startup_budget,
-            observer=observer,
-        )
+    downstream = _downstream(gateway, parts, servers, history, observer)
     server = build_server(
         parts.broker,
         version=_version(),
@@ -128,6 +111,37 @@ def serve(
     args = (gateway, run_http, app, transport, bind_host, bind_port)
     anyio.run(serve_with_reload, reloader, _with_gateway, *args)
     return 0
+
+
+def _downstream(
+    gateway: Gateway | None,
+    parts: BrokerParts,
+    servers: Mapping[str, DownstreamConfig],
+    history: HistoryService,
+    observer: Observer,
+) -> Downstream | None:
+    if gateway is None:
+        return None
+    return Downstream(
+        gateway,
+        parts.broker,
+        history=history,
+        record={name: cfg.record_calls for name, cfg in servers.items()},
+        record_max_chars=parts.config.gateway.record_max_chars,
+        startup_budget=parts.config.gateway.startup_budget,
+        observer=observer,
+    )
+
+
+def _log_serving(parts: BrokerParts, transport: Transport) -> None:
+    counts = parts.catalog.counts()
+    log.info(
+        "serving %d catalog items (%s) over %s; sessions: %s",
+        len(parts.catalog),
+        ", ".join(f"{k}: {sum(v.values())}" for k, v in sorted(counts.items())) or "none",
+        transport,
+        parts.config.persistence.backend,
+    )
 
 
 def _load_model_in_background(parts: BrokerParts) -> None:
