@@ -21,6 +21,7 @@ Keys (prefix ``cb:``; a session's keys share the hash tag ``{session_id}``)::
     cb:s:{id}:removed                list of ref keys removed by hand
     cb:s:{id}:turns / :turnidx       list of turn JSON / hash request id -> seq
     cb:s:{id}:msg / :msgseq          hash seq -> message JSON / zset of seqs
+    cb:s:{id}:msgmeta                hash seq -> [message id, tool call ids]
     cb:s:{id}:msgids / :callids      hash message id -> seq / hash tool call id -> seq
     cb:s:{id}:parts                  hash "history" / "snapshot" -> JSON
     cb:s:{id}:calls / :usage         list of call JSON / list of usage event seqs
@@ -110,6 +111,7 @@ local first = redis.call('HINCRBY', KEYS[1], 'next_msg', #batch) - #batch
 for k, m in ipairs(batch) do
   local seq = first + k - 1
   redis.call('HSET', KEYS[2], seq, m[2])
+  redis.call('HSET', KEYS[6], seq, cjson.encode({m[1], m[3]}))
   redis.call('ZADD', KEYS[3], seq, seq)
   redis.call('HSET', KEYS[4], m[1], seq)
   for _, c in ipairs(m[3]) do redis.call('HSET', KEYS[5], c, seq) end
@@ -118,11 +120,12 @@ return first
 """
 _FORGET = """
 local function forget(seq)
-  local old = cjson.decode(redis.call('HGET', KEYS[2], seq))
-  if redis.call('HGET', KEYS[4], old['id']) == tostring(seq) then
-    redis.call('HDEL', KEYS[4], old['id'])
+  -- Only the small id record is decoded, never the message's payload.
+  local old = cjson.decode(redis.call('HGET', KEYS[6], seq))
+  if redis.call('HGET', KEYS[4], old[1]) == tostring(seq) then
+    redis.call('HDEL', KEYS[4], old[1])
   end
-  for _, c in ipairs(old['call_ids']) do
+  for _, c in ipairs(old[2]) do
     if redis.call('HGET', KEYS[5], c) == tostring(seq) then redis.call('HDEL', KEYS[5], c) end
   end
 end
@@ -138,6 +141,7 @@ end
 for _, m in ipairs(batch) do forget(m[4]) end
 for _, m in ipairs(batch) do
   redis.call('HSET', KEYS[2], m[4], m[2])
+  redis.call('HSET', KEYS[6], m[4], cjson.encode({m[1], m[3]}))
   redis.call('HSET', KEYS[4], m[1], m[4])
   for _, c in ipairs(m[3]) do redis.call('HSET', KEYS[5], c, m[4]) end
 end
@@ -152,6 +156,7 @@ local seqs = redis.call('ZRANGEBYSCORE', KEYS[3], ARGV[1], ARGV[2])
 for _, seq in ipairs(seqs) do
   forget(seq)
   redis.call('HDEL', KEYS[2], seq)
+  redis.call('HDEL', KEYS[6], seq)
   redis.call('ZREM', KEYS[3], seq)
 end
 return #seqs
@@ -235,7 +240,7 @@ class _Keys:
         base = f"{_P}s:{{{session_id}}}:"
         self.h, self.items, self.item = base + "h", base + "items", base + "item"
         self.removed, self.turns, self.turnidx = base + "removed", base + "turns", base + "turnidx"
-        self.msg, self.msgseq = base + "msg", base + "msgseq"
+        self.msg, self.msgseq, self.msgmeta = base + "msg", base + "msgseq", base + "msgmeta"
         self.msgids, self.callids = base + "msgids", base + "callids"
         self.parts, self.calls, self.usage = base + "parts", base + "calls", base + "usage"
 
@@ -446,7 +451,8 @@ class RedisSessionStore:
         _no_repeats([c for m in messages for c in m.call_ids], "tool call id")
         k = _Keys(session_id)
         batch = _dumps([[m.id, _message_json(m), list(m.call_ids)] for m in messages])
-        found = self._run("append_messages", [k.h, k.msg, k.msgseq, k.msgids, k.callids], [batch])
+        keys = [k.h, k.msg, k.msgseq, k.msgids, k.callids, k.msgmeta]
+        found = self._run("append_messages", keys, [batch])
         if found is None:
             raise _unknown(session_id)
         if isinstance(found, list):
@@ -487,7 +493,7 @@ class RedisSessionStore:
     def replace_messages(self, session_id: str, messages: Sequence[MessageRecord]) -> None:
         k = _Keys(session_id)
         batch = _dumps([[m.id, _message_json(m), list(m.call_ids), m.seq] for m in messages])
-        keys = [k.h, k.msg, k.msgseq, k.msgids, k.callids]
+        keys = [k.h, k.msg, k.msgseq, k.msgids, k.callids, k.msgmeta]
         found = self._run("replace_messages", keys, [batch])
         if found is None:
             raise _unknown(session_id)
@@ -497,7 +503,7 @@ class RedisSessionStore:
     def delete_messages(self, session_id: str, start: int, end: int | None = None) -> int:
         k = _Keys(session_id)
         stop = "+inf" if end is None else f"({end}"
-        keys = [k.h, k.msg, k.msgseq, k.msgids, k.callids]
+        keys = [k.h, k.msg, k.msgseq, k.msgids, k.callids, k.msgmeta]
         count = self._run("delete_messages", keys, [start, stop])
         if count is None:
             raise _unknown(session_id)
