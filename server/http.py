@@ -180,4 +180,12 @@ async def run_http(app: ASGIApp, transport: HttpTransport, host: str, port: int)
         timeout_graceful_shutdown=3,
     )
     log.info("context broker listening on http://%s:%d%s", shown, actual, path)
+    log.info(
+        "pages for a browser: http://%s:%d/ui/ (with a bearer token, open "
+        "http://%s:%d/ui/?token=<token> once to sign in)",
+        shown,
+        actual,
+        shown,
+        actual,
+    )
     await uvicorn.Server(config).serve(sockets=[sock])

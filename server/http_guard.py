@@ -13,6 +13,8 @@ from urllib.parse import urlsplit
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .ui.login import UiLogin, is_ui_path
+
 __all__ = ["LOOPBACK_HOSTS", "GuardSettings", "HttpGuard"]
 
 log = logging.getLogger(__name__)
@@ -75,13 +77,19 @@ class HttpGuard:
     def __init__(self, app: ASGIApp, settings: GuardSettings) -> None:
         self.app = app
         self.settings = settings
+        # Under /ui a browser may sign in once and show a cookie instead of the header.
+        self._login = UiLogin(settings.auth_token) if settings.auth_token is not None else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
-        problem = self._check_headers(headers, needs_token=scope["path"] not in TOKEN_FREE_PATHS)
+        path = scope["path"]
+        login = self._login if is_ui_path(path) else None
+        problem = self._check_headers(
+            headers, needs_token=path not in TOKEN_FREE_PATHS and login is None
+        )
         if problem is not None:
             await _reject(send, *problem)
             return
@@ -90,6 +98,14 @@ class HttpGuard:
             if limited is None:
                 return
             receive = limited
+        if login is not None and (
+            login.signs_in(scope) or not (self._bearer_ok(headers) or login.has_session(headers))
+        ):
+            if login.signs_in(scope) or login.is_page(scope):
+                await login.answer(scope, receive, send)
+            else:
+                await _reject(send, *self._token_refused())
+            return
         await self.app(scope, receive, send)
 
     def _check_headers(
@@ -119,21 +135,29 @@ class HttpGuard:
                     ),
                     None,
                 )
-        if s.auth_token is not None and needs_token:
-            given = headers.get("authorization", "")
-            scheme, _, token = given.partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(
-                token.strip().encode(), s.auth_token.encode()
-            ):
-                return (
-                    401,
-                    (
-                        "missing or wrong bearer token; send 'Authorization: Bearer <token>' with "
-                        "the token configured in server.http.auth_token"
-                    ),
-                    {"WWW-Authenticate": 'Bearer realm="context-broker"'},
-                )
+        if needs_token and not self._bearer_ok(headers):
+            return self._token_refused()
         return None
+
+    def _bearer_ok(self, headers: Headers) -> bool:
+        expected = self.settings.auth_token
+        if expected is None:
+            return True
+        scheme, _, token = headers.get("authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(
+            token.strip().encode(), expected.encode()
+        )
+
+    @staticmethod
+    def _token_refused() -> tuple[int, str, dict[str, str]]:
+        return (
+            401,
+            (
+                "missing or wrong bearer token; send 'Authorization: Bearer <token>' with "
+                "the token configured in server.http.auth_token (a browser: open /ui/?token=...)"
+            ),
+            {"WWW-Authenticate": 'Bearer realm="context-broker"'},
+        )
 
     def _origin_allowed(self, origin: str) -> bool:
         if origin in self.settings.allowed_origins:

@@ -23,7 +23,9 @@ ARGS = [
 ]
 
 
-@pytest.fixture(scope="session")
+# Per module: Playwright's sync API keeps an event loop running in the test thread while it
+# is open, which async tests in other modules cannot run beside.
+@pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing; run scripts/setup-browser.sh (as root) first")
