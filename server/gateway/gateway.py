@@ -234,9 +234,7 @@ class Gateway:
         server and tool. Cancelling the caller cancels the downstream request.
         """
         state = self._servers.get(server)
-        original = state.original_tool(tool)
-        state.refuse_held(original)
-        conn = state.live(original)
+        original, conn = state.tool_target(tool)
         progress = self._redacted_progress(progress_callback)
         try:
             result = await conn.call_tool(
@@ -261,9 +259,7 @@ class Gateway:
         downstream sent (secrets masked) instead of a ``CallToolResult``; failures raise the
         same ``GatewayError``. What a pass-through relays to the host unchanged."""
         state = self._servers.get(server)
-        original = state.original_tool(tool)
-        state.refuse_held(original)
-        conn = state.live(original)
+        original, conn = state.tool_target(tool)
         try:
             result = await conn.call_tool_json(
                 original, arguments, timeout=timeout or state.config.timeout

@@ -98,6 +98,13 @@ class ServerState:
         log.warning("%s", message)
         return DownstreamError(message, server=self.name, tool=tool)
 
+    def tool_target(self, tool: str) -> tuple[str, Connection]:
+        """The downstream's own name for ``tool`` and the connection to call it on; raises
+        ``ToolHeldError`` or ``ServerUnavailableError`` when it cannot be called now."""
+        original = self.original_tool(tool)
+        self.refuse_held(original)
+        return original, self.live(original)
+
     def original_tool(self, tool: str) -> str:
         """The downstream's own name for ``tool`` (given by original or exposed name)."""
         if not self.tools or any(t.name == tool for t in self.tools):
