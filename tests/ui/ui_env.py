@@ -187,6 +187,30 @@ def call_tool(url: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     return out[0]
 
 
+async def _read_app(url: str) -> Any:
+    import httpx
+
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    async with (
+        httpx.AsyncClient(headers=headers, timeout=30) as http,
+        Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client,
+    ):
+        return (await client.read_resource("ui://context-broker/request-context")).contents[0]
+
+
+def read_app(url: str) -> Any:
+    """The MCP App resource's contents, read over HTTP."""
+    out: list[Any] = []
+
+    async def run() -> None:
+        with anyio.fail_after(30):
+            out.append(await _read_app(url))
+
+    _in_thread(run, 40)
+    assert out, "reading the app resource did not finish"
+    return out[0]
+
+
 def record_turn(url: str) -> dict[str, Any]:
     """A session with one manual item and one recorded turn; the tool results."""
 
