@@ -8,8 +8,9 @@ send it. Setups, all in one run: SQLite with one replica (the embedded store, th
 PostgreSQL with one and with three replicas, and with ``--redis`` Redis with three. PostgreSQL
 and Redis are real servers from the test wheels (``tests/store/servers.py``), started here on
 free ports. Clients connect before the clock starts; p50/p95 are per call kind, throughput is
-calls per second of wall time. Everything (clients, replicas, database) shares this machine's
-cores, so the figures compare setups, not hardware.
+calls per second of wall time, and "client CPU" how much of one core the load generator itself
+used (near 100%, it is the bottleneck). Everything (clients, replicas, database) shares this
+machine's cores, so the figures compare setups, not hardware.
 """
 
 from __future__ import annotations
@@ -108,11 +109,18 @@ async def measure(urls: list[str], clients: int, rounds: int) -> dict[str, objec
         with anyio.fail_after(120):
             while len(ready) < clients:
                 await anyio.sleep(0.05)  # polling the connection count, not synchronising
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.process_time()
         start.set()
     wall = time.perf_counter() - began
+    client_cpu = (time.process_time() - cpu) / wall
     calls = sum(len(v) for v in latencies.values())
-    return {"latencies": latencies, "errors": errors, "wall": wall, "calls": calls}
+    return {
+        "latencies": latencies,
+        "errors": errors,
+        "wall": wall,
+        "calls": calls,
+        "client_cpu": client_cpu,
+    }
 
 
 def _ms(values: list[float], q: float) -> str:
@@ -128,7 +136,8 @@ def report(label: str, result: dict[str, object]) -> str:
     cells = [f"{_ms(lat[k], 50)} / {_ms(lat[k], 95)}" for k in KINDS]
     calls, wall = int(result["calls"]), float(result["wall"])  # type: ignore[call-overload, arg-type]
     errors: list[str] = result["errors"]  # type: ignore[assignment]
-    return f"| {label} | {' | '.join(cells)} | {calls / wall:.0f} | {len(errors)} |"
+    cpu = float(result["client_cpu"])  # type: ignore[arg-type]
+    return f"| {label} | {' | '.join(cells)} | {calls / wall:.0f} | {cpu:.0%} | {len(errors)} |"
 
 
 async def main() -> None:
@@ -143,9 +152,9 @@ async def main() -> None:
     print(f"{args.clients} clients, each: create_session, then {args.rounds} x (append 2, build)")
     print(
         "| store, replicas | create p50 / p95 ms | append p50 / p95 ms | build p50 / p95 ms "
-        "| calls/s | errors |"
+        "| calls/s | client CPU | errors |"
     )
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for backend, n in setups:
         with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
             url = store_url(backend, stack)
