@@ -9,13 +9,20 @@ search time the usage score
 
 is added to an item's hybrid score with the weight ``weight * n / (n + 5)`` (``n`` its decayed
 count of learned requests; 0 below ``min_evidence``), so an item without history ranks exactly
-as it did without learning. Learning lifts only the best ``_CANDIDATES`` (50) items by hybrid
-score, so a search costs a constant on top of today's, whatever the number of learned items.
+as it did without learning. Learning lifts only the learned items among the owners of the best
+``4 * _CANDIDATES`` chunks by hybrid score, so a search costs a constant on top of today's
+(one partial sort, a product with at most 200 centroid rows, one with the recent requests of at
+most 10 items), whatever the number of learned items; with nothing learned it costs nothing.
 
-Learning one request costs O(dim) per item (no re-indexing). Memory per learned request: one
-float32 vector in the item's ring (``4 * dim`` bytes, 1,536 for MiniLM) until the ring is full;
-per (item, session) one float32 sum (1,536 bytes). Vectors are rounded to float16 before they
-are learned, so the state rebuilt from stored events after a restart is bit for bit the same.
+State is kept in contiguous float32 matrices updated in place and grown by doubling: one row
+per learned item (its decayed sum and the normalized centroid) and one row per kept recent
+request (a slot reused when an item's ring is full or a session is forgotten).
+
+Learning one request costs O(dim) (no re-indexing). Memory per learned request: one float32
+vector in the request matrix (``4 * dim`` bytes, 1,536 for MiniLM) until the item's ring is
+full; per (item, session) one float32 sum (1,536 bytes). Vectors are rounded to float16 before
+they are learned, so the state rebuilt from stored events after a restart is bit for bit the
+same.
 """
 
 from __future__ import annotations
@@ -59,19 +66,21 @@ class LearningSettings:
     max_requests_per_item: int = 32
 
 
-def _best_chunks(
-    fused: npt.NDArray[np.float32], owner: npt.NDArray[np.int64], items: int, k: int
+def _learned_chunks(
+    fused: npt.NDArray[np.float32], row_of_chunk: npt.NDArray[np.int64], k: int
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """The best chunk of each item among the ``k`` best finite chunks, and those items."""
+    """Among the ``k`` best finite chunks, the best chunk of each learned item, and its row."""
     n = fused.size
     top = np.argpartition(fused, n - k)[n - k :] if k < n else np.arange(n)
-    top = top[np.argsort(fused[top])[::-1]]
-    top = top[fused[top] > -np.inf]
-    owners = owner[top]
-    first = np.empty(items, dtype=np.int64)
-    first[owners[::-1]] = np.arange(owners.size - 1, -1, -1)  # the earliest write survives
-    keep = first[owners] == np.arange(owners.size)
-    return top[keep], owners[keep]
+    rows, scores = row_of_chunk[top], fused[top]
+    keep = (rows >= 0) & (scores > -np.inf)
+    top, rows = top[keep], rows[keep]
+    if top.size < 2:
+        return top, rows
+    order = np.argsort(-scores[keep], kind="stable")
+    top, rows = top[order], rows[order]
+    _, first = np.unique(rows, return_index=True)  # the first is the item's best chunk
+    return top[first], rows[first]
 
 
 def encode_vector(vector: Vector) -> str:
@@ -95,9 +104,9 @@ class _Part:
 class _Item:
     row: int
     parts: dict[str | None, _Part] = field(default_factory=dict)
-    recent: deque[tuple[str | None, Vector]] = field(default_factory=deque)
+    recent: deque[tuple[str | None, int]] = field(default_factory=deque)
+    """The (session, request slot) of the item's most recent requests, oldest first."""
     events: int = 0
-    stacked: Vector | None = None
 
 
 class UsageLearner:
@@ -118,6 +127,11 @@ class UsageLearner:
         self._unit = np.zeros((0, 0), dtype=np.float32)
         self._counts = np.zeros(0, dtype=np.float64)
         self._events = np.zeros(0, dtype=np.int64)
+        self._requests = np.zeros((0, 0), dtype=np.float32)  # one row per kept request
+        self._free: list[int] = []  # request slots to reuse
+        # Per item row, the request slots of its ring (-1: none), in no particular order.
+        self._ring = np.full((0, 0), -1, dtype=np.int64)
+        self._used_slots = 0
         self._epoch: float | None = None
         self._mapping: tuple[Layout | None, int, npt.NDArray[np.int64]]
         self._mapping = (None, -1, np.zeros(0, np.int64))
@@ -152,10 +166,7 @@ class UsageLearner:
         part.total += v * scale
         part.count += scale
         part.events += 1
-        item.recent.append((session_id, v))
-        while len(item.recent) > self.settings.max_requests_per_item:
-            item.recent.popleft()
-        item.stacked = None
+        self._keep_recent(item, session_id, v)
         item.events += 1
         self._sums[item.row] += v * scale
         self._counts[item.row] += scale
@@ -180,8 +191,10 @@ class UsageLearner:
             if gone is None:
                 continue
             changed += 1
+            self._free += [slot for sid, slot in item.recent if sid == session_id]
             item.recent = deque(r for r in item.recent if r[0] != session_id)
-            item.stacked = None
+            self._ring[item.row] = -1
+            self._ring[item.row, : len(item.recent)] = [slot for _, slot in item.recent]
             item.events -= gone.events
             self.learned -= gone.events
             self._rebuild_row(item)
@@ -199,11 +212,11 @@ class UsageLearner:
         return [ref for ref, item in self._items.items() if item.events > 0]
 
     def memory_bytes(self) -> int:
-        """Bytes held by vectors: rows, per-session sums and the rings of recent requests."""
+        """Bytes held by vectors: item rows, per-session sums and recent requests (the
+        matrices as allocated, so up to twice what they hold)."""
         rows = self._sums.nbytes + self._unit.nbytes + self._counts.nbytes + self._events.nbytes
         parts = sum(p.total.nbytes for i in self._items.values() for p in i.parts.values())
-        ring = sum(v.nbytes for i in self._items.values() for _, v in i.recent)
-        return rows + parts + ring
+        return rows + parts + self._requests.nbytes + self._ring.nbytes
 
     # -- ranking --------------------------------------------------------------------------
 
@@ -232,27 +245,36 @@ class UsageLearner:
         self.remember(query, query_vector)
         if not self.settings.enabled or self.learned == 0 or self.settings.weight <= 0:
             return
-        row_at = self._rows_of(layout)
-        chunks, items = _best_chunks(fused, layout.owner, row_at.size, 4 * _CANDIDATES)
-        learned = row_at[items] >= 0
-        chunks, items = chunks[learned], items[learned]
-        if items.size == 0:
+        chunks, rows = _learned_chunks(fused, self._rows_of(layout), 4 * _CANDIDATES)
+        if rows.size == 0:
             return
-        rows = row_at[items]
         weights = self._weights(rows)
         centroid = self._unit[rows] @ query_vector
         boost = weights * _CENTROID_SHARE * np.maximum(centroid, 0.0)
         # The nearest-request vote, for the few items still in contention after the centroid.
         lifted = fused[chunks] + boost
-        k = min(_VOTERS, items.size)
-        for i in np.argpartition(-lifted, k - 1)[:k]:
-            stacked = self._stacked(self._by_row[int(rows[i])])
-            if stacked is not None and weights[i] > 0:
-                nearest = max(float((stacked @ query_vector).max()), 0.0)
-                boost[i] += weights[i] * (1 - _CENTROID_SHARE) * nearest
+        k = min(_VOTERS, rows.size)
+        voters = np.argpartition(-lifted, k - 1)[:k]
+        voters = voters[weights[voters] > 0]
+        if voters.size:
+            boost[voters] += (
+                weights[voters] * (1 - _CENTROID_SHARE) * self._nearest(rows[voters], query_vector)
+            )
         # An item's score is its best chunk's, and the usage score is never negative: lifting
         # that one chunk lifts the item.
         fused[chunks] += boost.astype(np.float32)
+
+    def _nearest(
+        self, rows: npt.NDArray[np.int64], query_vector: Vector
+    ) -> npt.NDArray[np.float32]:
+        """Each row's best dot product (at least 0) between the query and its recent
+        requests: one gather and one product, no loop per item."""
+        slots = self._ring[rows]
+        kept = slots >= 0
+        sims = np.zeros(slots.shape, dtype=np.float32)
+        sims[kept] = self._requests[slots[kept]] @ query_vector
+        nearest: npt.NDArray[np.float32] = sims.max(axis=1)  # empty places keep it >= 0
+        return nearest
 
     # -- internals ------------------------------------------------------------------------
 
@@ -274,6 +296,34 @@ class UsageLearner:
             self._by_row.append(item)
         return item
 
+    def _keep_recent(self, item: _Item, session_id: str | None, v: Vector) -> None:
+        """Keep ``v`` in the item's ring of recent requests, in the oldest one's slot when
+        the ring is full."""
+        if len(item.recent) >= self.settings.max_requests_per_item:
+            _, slot = item.recent.popleft()  # the ring's slots stay the same
+        else:
+            slot = self._new_slot()
+            place = len(item.recent)
+            if place >= self._ring.shape[1]:
+                wider = np.full((self._ring.shape[0], max(4, 2 * place)), -1, dtype=np.int64)
+                wider[:, : self._ring.shape[1]] = self._ring
+                self._ring = wider
+            self._ring[item.row, place] = slot
+        self._requests[slot] = v
+        item.recent.append((session_id, slot))
+
+    def _new_slot(self) -> int:
+        if self._free:
+            return self._free.pop()
+        slot = self._used_slots
+        self._used_slots += 1
+        if slot >= self._requests.shape[0]:
+            grown = np.zeros((max(64, 2 * slot), self._dim), dtype=np.float32)
+            if slot:
+                grown[:slot] = self._requests[:slot]
+            self._requests = grown
+        return slot
+
     def _grow(self, capacity: int) -> None:
         def grown(old: npt.NDArray[np.generic], shape: tuple[int, ...]) -> npt.NDArray[np.generic]:
             new = np.zeros(shape, dtype=old.dtype)
@@ -285,6 +335,9 @@ class UsageLearner:
         self._unit = grown(self._unit, (capacity, self._dim))  # type: ignore[assignment]
         self._counts = grown(self._counts, (capacity,))  # type: ignore[assignment]
         self._events = grown(self._events, (capacity,))  # type: ignore[assignment]
+        ring = np.full((capacity, self._ring.shape[1]), -1, dtype=np.int64)
+        ring[: self._ring.shape[0]] = self._ring
+        self._ring = ring
 
     def _refresh_unit(self, row: int) -> None:
         norm = float(np.linalg.norm(self._sums[row]))
@@ -300,24 +353,20 @@ class UsageLearner:
         self._events[row] = item.events
         self._refresh_unit(row)
 
-    def _stacked(self, item: _Item) -> Vector | None:
-        if item.stacked is None and item.recent:
-            item.stacked = np.stack([v for _, v in item.recent])
-        return item.stacked
-
     def _rows_of(self, layout: Layout) -> npt.NDArray[np.int64]:
-        """Each layout position's learned row, -1 for items without one (cached per layout
+        """Each chunk's learned row (its item's), -1 for items without one (cached per layout
         until a new item is learned)."""
-        cached_layout, count, row_at = self._mapping
+        cached_layout, count, row_of_chunk = self._mapping
         if cached_layout is layout and count == len(self._refs):
-            return row_at
+            return row_of_chunk
         row_at = np.full(len(layout.refs), -1, dtype=np.int64)
         for row, ref in enumerate(self._refs):
             position = layout.position.get(ref)
             if position is not None:
                 row_at[position] = row
-        self._mapping = (layout, len(self._refs), row_at)
-        return row_at
+        row_of_chunk = row_at[layout.owner]
+        self._mapping = (layout, len(self._refs), row_of_chunk)
+        return row_of_chunk
 
     def _weights(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         counts = self._counts[rows] * self._decay_now()
