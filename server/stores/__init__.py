@@ -42,7 +42,7 @@ def _url(config: BrokerConfig) -> str:
             '"postgresql://user@127.0.0.1:5432/broker" or "redis://127.0.0.1:6379/0")',
             field="persistence.url",
         )
-    from ._url import expand_url
+    from ._urls import expand_url
 
     return expand_url(p.url, os.environ)
 
