@@ -51,6 +51,7 @@ from contextcore.store import (
     UnknownSession,
 )
 
+from ._redis_scripts import SCRIPTS
 from ._urls import describe_url, scrub
 
 __all__ = ["SCHEMA_VERSION", "RedisSessionStore"]
@@ -59,159 +60,6 @@ log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 _P = "cb:"
-
-_CREATE = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], 'meta', ARGV[2], 'next_msg', 0)
-redis.call('ZADD', KEYS[4], redis.call('INCR', KEYS[5]), ARGV[1])
-local nr = tonumber(ARGV[3])
-for i = 1, nr do redis.call('RPUSH', KEYS[6], ARGV[3 + i]) end
-for i = 4 + nr, #ARGV, 2 do
-  if redis.call('HSETNX', KEYS[3], ARGV[i], ARGV[i + 1]) == 1 then
-    redis.call('RPUSH', KEYS[2], ARGV[i])
-  end
-end
-return 1
-"""
-_ADD_ITEMS = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-local added = {}
-for i = 1, #ARGV, 2 do
-  if redis.call('HSETNX', KEYS[3], ARGV[i], ARGV[i + 1]) == 1 then
-    redis.call('RPUSH', KEYS[2], ARGV[i])
-    redis.call('LREM', KEYS[4], 0, ARGV[i])
-    added[#added + 1] = ARGV[i]
-  end
-end
-return added
-"""
-_REMOVE_ITEM = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-local was = redis.call('HDEL', KEYS[3], ARGV[1])
-if was == 1 then redis.call('LREM', KEYS[2], 0, ARGV[1]) end
-if not redis.call('LPOS', KEYS[4], ARGV[1]) then redis.call('RPUSH', KEYS[4], ARGV[1]) end
-return was
-"""
-_APPEND = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-local seq = redis.call('RPUSH', KEYS[2], ARGV[1]) - 1
-if KEYS[3] then redis.call('HSETNX', KEYS[3], ARGV[2], seq) end
-return seq
-"""
-_APPEND_MESSAGES = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-local batch = cjson.decode(ARGV[1])
-for _, m in ipairs(batch) do
-  if redis.call('HEXISTS', KEYS[4], m[1]) == 1 then return {'message id', m[1]} end
-  for _, c in ipairs(m[3]) do
-    if redis.call('HEXISTS', KEYS[5], c) == 1 then return {'tool call id', c} end
-  end
-end
-local first = redis.call('HINCRBY', KEYS[1], 'next_msg', #batch) - #batch
-for k, m in ipairs(batch) do
-  local seq = first + k - 1
-  redis.call('HSET', KEYS[2], seq, m[2])
-  redis.call('HSET', KEYS[6], seq, cjson.encode({m[1], m[3]}))
-  redis.call('ZADD', KEYS[3], seq, seq)
-  redis.call('HSET', KEYS[4], m[1], seq)
-  for _, c in ipairs(m[3]) do redis.call('HSET', KEYS[5], c, seq) end
-end
-return first
-"""
-_FORGET = """
-local function forget(seq)
-  -- Only the small id record is decoded, never the message's payload.
-  local old = cjson.decode(redis.call('HGET', KEYS[6], seq))
-  if redis.call('HGET', KEYS[4], old[1]) == tostring(seq) then
-    redis.call('HDEL', KEYS[4], old[1])
-  end
-  for _, c in ipairs(old[2]) do
-    if redis.call('HGET', KEYS[5], c) == tostring(seq) then redis.call('HDEL', KEYS[5], c) end
-  end
-end
-"""
-_REPLACE_MESSAGES = (
-    _FORGET
-    + """
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-local batch = cjson.decode(ARGV[1])
-for _, m in ipairs(batch) do
-  if redis.call('HEXISTS', KEYS[2], m[4]) == 0 then return {'missing', m[4]} end
-end
-for _, m in ipairs(batch) do forget(m[4]) end
-for _, m in ipairs(batch) do
-  redis.call('HSET', KEYS[2], m[4], m[2])
-  redis.call('HSET', KEYS[6], m[4], cjson.encode({m[1], m[3]}))
-  redis.call('HSET', KEYS[4], m[1], m[4])
-  for _, c in ipairs(m[3]) do redis.call('HSET', KEYS[5], c, m[4]) end
-end
-return {'ok'}
-"""
-)
-_DELETE_MESSAGES = (
-    _FORGET
-    + """
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-local seqs = redis.call('ZRANGEBYSCORE', KEYS[3], ARGV[1], ARGV[2])
-for _, seq in ipairs(seqs) do
-  forget(seq)
-  redis.call('HDEL', KEYS[2], seq)
-  redis.call('HDEL', KEYS[6], seq)
-  redis.call('ZREM', KEYS[3], seq)
-end
-return #seqs
-"""
-)
-_READ_MESSAGES = """
-local out = {}
-for _, seq in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[1], ARGV[2])) do
-  out[#out + 1] = seq
-  out[#out + 1] = redis.call('HGET', KEYS[2], seq)
-end
-return out
-"""
-_APPEND_USAGE = """
-if KEYS[2] and redis.call('EXISTS', KEYS[2]) == 0 then return false end
-local seq = redis.call('RPUSH', KEYS[1], ARGV[1]) - 1
-if KEYS[3] then redis.call('RPUSH', KEYS[3], seq) end
-return seq
-"""
-_READ_USAGE = """
-local out = {}
-for _, seq in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
-  out[#out + 1] = seq
-  out[#out + 1] = redis.call('LINDEX', KEYS[2], seq)
-end
-return out
-"""
-_DELETE_USAGE = """
-local n = 0
-if ARGV[1] == 'session' then
-  for _, seq in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
-    local row = redis.call('LINDEX', KEYS[1], seq)
-    if row and row ~= '' then
-      redis.call('LSET', KEYS[1], seq, '')
-      n = n + 1
-    end
-  end
-else
-  -- Emptied rows stay, so the next event's seq (its index) is still higher than any before.
-  local rows = redis.call('LRANGE', KEYS[1], 0, -1)
-  for _, row in ipairs(rows) do if row ~= '' then n = n + 1 end end
-  redis.call('DEL', KEYS[1])
-  local empty = {}
-  for i = 1, math.min(#rows, 1000) do empty[i] = '' end
-  for done = 0, #rows - 1, 1000 do
-    redis.call('RPUSH', KEYS[1], unpack(empty, 1, math.min(1000, #rows - done)))
-  end
-end
-for i = 2, #KEYS do redis.call('DEL', KEYS[i]) end
-return n
-"""
-_PUT_EMBEDDINGS = """
-for i = 1, #ARGV, 2 do redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1]) end
-return 1
-"""
 
 
 def _dumps(value: Any) -> str:
@@ -255,23 +103,7 @@ class RedisSessionStore:
         self._r = redis.Redis.from_url(
             url, socket_timeout=timeout, socket_connect_timeout=timeout, health_check_interval=30
         )
-        self._scripts = {
-            name: self._r.register_script(src)
-            for name, src in {
-                "create": _CREATE,
-                "add_items": _ADD_ITEMS,
-                "remove_item": _REMOVE_ITEM,
-                "append": _APPEND,
-                "append_messages": _APPEND_MESSAGES,
-                "replace_messages": _REPLACE_MESSAGES,
-                "delete_messages": _DELETE_MESSAGES,
-                "read_messages": _READ_MESSAGES,
-                "append_usage": _APPEND_USAGE,
-                "read_usage": _READ_USAGE,
-                "delete_usage": _DELETE_USAGE,
-                "put_embeddings": _PUT_EMBEDDINGS,
-            }.items()
-        }
+        self._scripts = {name: self._r.register_script(src) for name, src in SCRIPTS.items()}
         try:
             with self._guard():
                 self._check_version()
