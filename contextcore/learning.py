@@ -67,17 +67,19 @@ class LearningSettings:
 
 
 def _learned_chunks(
-    fused: npt.NDArray[np.float32], row_of_chunk: npt.NDArray[np.int64], k: int
+    fused: npt.NDArray[np.float32], row_of_chunk: npt.NDArray[np.int64], k: int, single: bool
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Among the ``k`` best finite chunks, the best chunk of each learned item, and its row."""
+    """Among the ``k`` best chunks, the best chunk of each learned item, and its row
+    (``single``: every learned item has one chunk, so there is nothing to group). Chunks
+    left out by the search's mask are -inf and stay so whatever is added."""
     n = fused.size
     top = np.argpartition(fused, n - k)[n - k :] if k < n else np.arange(n)
-    rows, scores = row_of_chunk[top], fused[top]
-    keep = (rows >= 0) & (scores > -np.inf)
+    rows = row_of_chunk[top]
+    keep = rows >= 0
     top, rows = top[keep], rows[keep]
-    if top.size < 2:
+    if single or top.size < 2:
         return top, rows
-    order = np.argsort(-scores[keep], kind="stable")
+    order = np.argsort(-fused[top], kind="stable")
     top, rows = top[order], rows[order]
     _, first = np.unique(rows, return_index=True)  # the first is the item's best chunk
     return top[first], rows[first]
@@ -127,14 +129,15 @@ class UsageLearner:
         self._unit = np.zeros((0, 0), dtype=np.float32)
         self._counts = np.zeros(0, dtype=np.float64)
         self._events = np.zeros(0, dtype=np.int64)
+        self._weight = np.zeros(0, dtype=np.float32)
         self._requests = np.zeros((0, 0), dtype=np.float32)  # one row per kept request
         self._free: list[int] = []  # request slots to reuse
         # Per item row, the request slots of its ring (-1: none), in no particular order.
         self._ring = np.full((0, 0), -1, dtype=np.int64)
         self._used_slots = 0
         self._epoch: float | None = None
-        self._mapping: tuple[Layout | None, int, npt.NDArray[np.int64]]
-        self._mapping = (None, -1, np.zeros(0, np.int64))
+        self._mapping: tuple[Layout | None, int, npt.NDArray[np.int64], bool]
+        self._mapping = (None, -1, np.zeros(0, np.int64), True)
         self._by_row: list[_Item] = []
         self._queries: OrderedDict[str, Vector] = OrderedDict()
         self.learned = 0
@@ -171,7 +174,7 @@ class UsageLearner:
         self._sums[item.row] += v * scale
         self._counts[item.row] += scale
         self._events[item.row] += 1
-        self._refresh_unit(item.row)
+        self._refresh_row(item.row)
         self.learned += 1
 
     def forget(self, session_id: str | None = None) -> int:
@@ -245,24 +248,26 @@ class UsageLearner:
         self.remember(query, query_vector)
         if not self.settings.enabled or self.learned == 0 or self.settings.weight <= 0:
             return
-        chunks, rows = _learned_chunks(fused, self._rows_of(layout), 4 * _CANDIDATES)
+        row_of_chunk, single = self._rows_of(layout)
+        chunks, rows = _learned_chunks(fused, row_of_chunk, 4 * _CANDIDATES, single)
         if rows.size == 0:
             return
         weights = self._weights(rows)
-        centroid = self._unit[rows] @ query_vector
-        boost = weights * _CENTROID_SHARE * np.maximum(centroid, 0.0)
-        # The nearest-request vote, for the few items still in contention after the centroid.
-        lifted = fused[chunks] + boost
-        k = min(_VOTERS, rows.size)
-        voters = np.argpartition(-lifted, k - 1)[:k]
-        voters = voters[weights[voters] > 0]
-        if voters.size:
-            boost[voters] += (
-                weights[voters] * (1 - _CENTROID_SHARE) * self._nearest(rows[voters], query_vector)
-            )
+        boost = self._unit[rows] @ query_vector
+        np.maximum(boost, 0.0, out=boost)
+        boost *= weights
+        boost *= _CENTROID_SHARE
+        # The nearest-request vote, for the few items still in contention after the centroid
+        # (an item below min_evidence has weight 0, so its vote adds nothing).
+        k = rows.size - min(_VOTERS, rows.size)
+        voters = np.argpartition(fused[chunks] + boost, k)[k:]
+        vote = self._nearest(rows[voters], query_vector)
+        vote *= weights[voters]
+        vote *= 1 - _CENTROID_SHARE
+        boost[voters] += vote
         # An item's score is its best chunk's, and the usage score is never negative: lifting
         # that one chunk lifts the item.
-        fused[chunks] += boost.astype(np.float32)
+        fused[chunks] += boost
 
     def _nearest(
         self, rows: npt.NDArray[np.int64], query_vector: Vector
@@ -335,13 +340,15 @@ class UsageLearner:
         self._unit = grown(self._unit, (capacity, self._dim))  # type: ignore[assignment]
         self._counts = grown(self._counts, (capacity,))  # type: ignore[assignment]
         self._events = grown(self._events, (capacity,))  # type: ignore[assignment]
+        self._weight = grown(self._weight, (capacity,))  # type: ignore[assignment]
         ring = np.full((capacity, self._ring.shape[1]), -1, dtype=np.int64)
         ring[: self._ring.shape[0]] = self._ring
         self._ring = ring
 
-    def _refresh_unit(self, row: int) -> None:
+    def _refresh_row(self, row: int) -> None:
         norm = float(np.linalg.norm(self._sums[row]))
         self._unit[row] = self._sums[row] / norm if norm > 0 else 0.0
+        self._refresh_weight(row)
 
     def _rebuild_row(self, item: _Item) -> None:
         row = item.row
@@ -351,28 +358,40 @@ class UsageLearner:
             self._sums[row] += part.total
             self._counts[row] += part.count
         self._events[row] = item.events
-        self._refresh_unit(row)
+        self._refresh_row(row)
 
-    def _rows_of(self, layout: Layout) -> npt.NDArray[np.int64]:
-        """Each chunk's learned row (its item's), -1 for items without one (cached per layout
-        until a new item is learned)."""
-        cached_layout, count, row_of_chunk = self._mapping
+    def _rows_of(self, layout: Layout) -> tuple[npt.NDArray[np.int64], bool]:
+        """Each chunk's learned row (its item's), -1 for items without one, and whether
+        every learned item has a single chunk (cached per layout until a new item is
+        learned)."""
+        cached_layout, count, row_of_chunk, single = self._mapping
         if cached_layout is layout and count == len(self._refs):
-            return row_of_chunk
+            return row_of_chunk, single
         row_at = np.full(len(layout.refs), -1, dtype=np.int64)
         for row, ref in enumerate(self._refs):
             position = layout.position.get(ref)
             if position is not None:
                 row_at[position] = row
         row_of_chunk = row_at[layout.owner]
-        self._mapping = (layout, len(self._refs), row_of_chunk)
-        return row_of_chunk
+        learned = row_of_chunk[row_of_chunk >= 0]
+        single = bool(np.unique(learned).size == learned.size)
+        self._mapping = (layout, len(self._refs), row_of_chunk, single)
+        return row_of_chunk, single
 
-    def _weights(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    def _weights(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
+        """The usage score's weight for each row (0 below ``min_evidence``)."""
+        if self.settings.decay_days <= 0:
+            return self._weight[rows]
         counts = self._counts[rows] * self._decay_now()
-        weights = self.settings.weight * counts / (counts + _EVIDENCE_HALF)
+        weights = (self.settings.weight * counts / (counts + _EVIDENCE_HALF)).astype(np.float32)
         weights[self._events[rows] < self.settings.min_evidence] = 0.0
         return weights
+
+    def _refresh_weight(self, row: int) -> None:
+        """Keep the row's weight at full evidence so a search without decay only reads it."""
+        count = float(self._counts[row])
+        enough = self._events[row] >= self.settings.min_evidence
+        self._weight[row] = self.settings.weight * count / (count + _EVIDENCE_HALF) if enough else 0
 
     def _scale(self, at: float) -> float:
         """The factor a request learned at ``at`` is stored with (decay is lazy: sums grow
