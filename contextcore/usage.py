@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from .broker import ContextBroker
-from .errors import CatalogError, ContextCoreError, SessionError
+from .errors import CatalogError, SessionError
 from .items import ItemRef
 from .learning import UsageLearner, decode_vector, encode_vector
 from .sessions import RequestContext
@@ -45,6 +45,8 @@ class UsageLog(Protocol):
     def append_usage_event(self, session_id: str | None, event: Mapping[str, Any]) -> int: ...
 
     def usage_events(self, session_id: str | None = None) -> list[dict[str, Any]]: ...
+
+    def delete_usage_events(self, session_id: str | None = None) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -162,14 +164,8 @@ class UsageRecorder:
     def forget(self, session_id: str | None = None) -> ForgetResult:
         """Delete the usage events of one session (None: all) and what was learned from
         them; the ranking of items left without history is exactly the one before."""
-        delete = getattr(self._store, "delete_usage_events", None)
-        if delete is None:
-            raise ContextCoreError(
-                f"the session store {type(self._store).__name__} cannot delete usage events; "
-                "use a store that supports forget"
-            )
         with self._lock:
-            removed = int(delete(session_id))
+            removed = self._store.delete_usage_events(session_id)
             changed = self.learner.forget(session_id) if self.learner is not None else 0
             self._seen = OrderedDict(
                 (k, None) for k in self._seen if session_id is not None and k[0] != session_id
