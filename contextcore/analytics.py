@@ -1,12 +1,13 @@
 """Inclusion analytics over recorded turns: what was included, how, and how strongly search
-matched, per session or across sessions. Computed from the turn logs the session store keeps,
-so the figures persist with the store."""
+matched, per session or across sessions; with the usage events, what was used, how precise
+each item's selection was, and which include modes to change. Computed from the turn logs and
+usage events the session store keeps, so the figures persist with the store."""
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -15,6 +16,7 @@ from .errors import ContextCoreError
 from .items import ItemRef
 from .sessions import RequestContext, Session
 from .store import SessionStore, load_session
+from .suggestions import Suggestion, suggestions, used_per_turn
 
 __all__ = [
     "ItemUsage",
@@ -35,16 +37,33 @@ class ItemUsage:
     ref: ItemRef
     by_mode: dict[str, int] = field(default_factory=lambda: {"always": 0, "manual": 0, "agent": 0})
     scores: list[float] = field(default_factory=list)
+    used: int = 0
+    """Turns it was used in (a proxied call or a host's report), selected or not."""
+    missed: int = 0
+    """Turns it was used in without having been selected."""
+    observed: int = 0
+    """Turns with recorded usage that selected it."""
 
     @property
     def included(self) -> int:
         return sum(self.by_mode.values())
+
+    @property
+    def precision(self) -> float | None:
+        """Of the turns with recorded usage that selected it, the share that used it."""
+        return (self.used - self.missed) / self.observed if self.observed else None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {**self.ref.to_dict(), "key": self.ref.key}
         out["included"] = self.included
         out["by_mode"] = dict(self.by_mode)
         out["agent_scores"] = _score_summary(self.scores)
+        out["selected"] = self.included
+        out["used"] = self.used
+        out["missed"] = self.missed
+        out["selected_with_usage"] = self.observed
+        precision = self.precision
+        out["precision"] = round(precision, 4) if precision is not None else None
         return out
 
 
@@ -74,6 +93,9 @@ class UsageStats:
     searches_without_agent_items: int
     searches_failed: int
     warnings: list[str] = field(default_factory=list)
+    turns_with_usage: int = 0
+    selected_never_used: list[str] = field(default_factory=list)
+    suggestions: list[Suggestion] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         width = 1.0 / _BUCKETS
@@ -91,23 +113,35 @@ class UsageStats:
             "searches_without_agent_items": self.searches_without_agent_items,
             "searches_failed": self.searches_failed,
             "warnings": list(self.warnings),
+            "turns_with_usage": self.turns_with_usage,
+            "selected_never_used": list(self.selected_never_used),
+            "suggestions": [s.to_dict() for s in self.suggestions],
         }
 
 
 def usage_stats(
-    sessions: Iterable[Session], catalog: Catalog, *, warnings: Sequence[str] = ()
+    sessions: Iterable[Session],
+    catalog: Catalog,
+    *,
+    warnings: Sequence[str] = (),
+    events: Iterable[Mapping[str, Any]] = (),
 ) -> UsageStats:
-    """Aggregate the turn logs of ``sessions``.
+    """Aggregate the turn logs of ``sessions`` and the usage ``events`` recorded for them.
 
     ``never_selected`` lists enabled ``agent`` items search never chose; ``never_included``
     enabled items of any mode that were in no request context. A search "without a strong
     match" chose no item at or above the ``include_score`` in force for that turn. A turn
     with a malformed value is skipped and named in ``warnings`` (after the given ones).
+
+    Usage counts only turns with recorded usage (``call`` and ``report`` events; imported
+    logs have no turn): an item's precision is the share of those turns selecting it that
+    used it, and ``selected_never_used`` lists items such turns selected and never used.
     """
     usage: dict[ItemRef, ItemUsage] = {}
     histogram = [0] * _BUCKETS
     notes = list(warnings)
-    count = turns = weak = empty = failed = 0
+    used_in = used_per_turn(events, notes)
+    count = turns = weak = empty = failed = reported = 0
     for session in sessions:
         count += 1
         for turn in session.turns:
@@ -118,10 +152,15 @@ def usage_stats(
                 )
                 continue
             turns += 1
+            used = used_in.get((session.session_id, turn.request_id))
+            if used is not None:
+                reported += 1
+                _count_use(usage, turn, used)
             agent_scores: list[float] = []
             for item in turn.items:
                 row = usage.setdefault(item.ref, ItemUsage(item.ref))
                 row.by_mode[item.include_mode] += 1
+                row.observed += used is not None
                 if item.include_mode == "agent" and item.similarity_score is not None:
                     row.scores.append(item.similarity_score)
                     agent_scores.append(item.similarity_score)
@@ -144,9 +183,32 @@ def usage_stats(
     )
     never_included = sorted(i.ref.key for i in enabled if i.ref not in usage)
     rows = sorted(usage.values(), key=lambda u: (-u.included, u.ref.key))
+    unused = sorted(u.ref.key for u in rows if u.observed and not u.used)
+    modes = {i.ref: i.effective_include for i in enabled}
+    advice = suggestions(usage, modes, never_selected, turns, reported)
     return UsageStats(
-        count, turns, rows, histogram, never_selected, never_included, weak, empty, failed, notes
+        count,
+        turns,
+        rows,
+        histogram,
+        never_selected,
+        never_included,
+        weak,
+        empty,
+        failed,
+        notes,
+        reported,
+        unused,
+        advice,
     )
+
+
+def _count_use(usage: dict[ItemRef, ItemUsage], turn: RequestContext, used: set[ItemRef]) -> None:
+    selected = {item.ref for item in turn.items}
+    for ref in used:
+        row = usage.setdefault(ref, ItemUsage(ref))
+        row.used += 1
+        row.missed += ref not in selected
 
 
 def _is_number(value: object) -> bool:
@@ -260,6 +322,7 @@ def format_usage(stats: UsageStats, *, top: int = 15) -> str:
             if n
         )
         lines.append(f"agent score distribution: {bars}")
+    lines += _usage_lines(stats, top)
     if stats.warnings:
         lines.append(f"left out ({len(stats.warnings)}):")
         lines += [f"  {warning}" for warning in stats.warnings[:top]]
@@ -268,4 +331,29 @@ def format_usage(stats: UsageStats, *, top: int = 15) -> str:
         lines += [f"  {key}" for key in stats.never_selected[:top]]
         if len(stats.never_selected) > top:
             lines.append(f"  ... and {len(stats.never_selected) - top} more")
+    if stats.suggestions:
+        lines.append(f"suggested changes ({len(stats.suggestions)}):")
+        for s in stats.suggestions[:top]:
+            lines.append(f"  {s.key}: {s.include} -> {s.suggested}: {s.reason}")
+        if len(stats.suggestions) > top:
+            lines.append(f"  ... and {len(stats.suggestions) - top} more")
     return "\n".join(lines)
+
+
+def _usage_lines(stats: UsageStats, top: int) -> list[str]:
+    """Used against selected per item, for the turns with recorded usage."""
+    if not stats.turns_with_usage:
+        return ["no usage recorded yet (tools called through the broker, or record_usage)"]
+    lines = [
+        f"recorded usage in {stats.turns_with_usage} of {stats.turns} turn(s); "
+        "used / selected (precision), used without being selected:"
+    ]
+    rows = sorted(stats.items, key=lambda u: (-u.used, -u.observed, u.ref.key))
+    for u in [u for u in rows if u.used or u.observed][:top]:
+        precision = u.precision
+        share = f" ({precision:.0%})" if precision is not None else ""
+        lines.append(f"  {u.ref.key}: {u.used - u.missed} / {u.observed}{share}, missed {u.missed}")
+    if stats.selected_never_used:
+        lines.append(f"selected but never used ({len(stats.selected_never_used)}):")
+        lines += [f"  {key}" for key in stats.selected_never_used[:top]]
+    return lines

@@ -1,4 +1,5 @@
-"""get_usage_stats: inclusion analytics per session or across sessions."""
+"""get_usage_stats: inclusion and usage analytics per session or across sessions, with
+suggested include-mode changes."""
 
 from __future__ import annotations
 
@@ -23,7 +24,11 @@ class UsageArgs(Args):
 class UsageOut(Out):
     sessions: int
     turns: int
-    items: list[dict[str, Any]]
+    items: list[dict[str, Any]] = Field(
+        description="Per item: included (= selected) by mode, agent scores, used (turns it "
+        "was used in), missed (used without being selected), selected_with_usage (turns with "
+        "recorded usage that selected it) and precision (the share of those that used it)."
+    )
     agent_score_histogram: list[dict[str, Any]]
     never_selected: list[str]
     never_included: list[str]
@@ -34,6 +39,15 @@ class UsageOut(Out):
         description="Stored sessions or turns left out because they could not be read, "
         "each naming the session and what was wrong."
     )
+    turns_with_usage: int = Field(
+        description="Turns with recorded usage: a tool called through the broker with the "
+        "session_id, or record_usage."
+    )
+    selected_never_used: list[str]
+    suggestions: list[dict[str, str]] = Field(
+        description="Include-mode changes the usage argues for: key, include (today), "
+        "suggested ('agent', 'always', or 'review' for items search never selects), reason."
+    )
     report: str
 
 
@@ -42,7 +56,8 @@ def usage_payload(broker: ContextBroker, session_id: str | None = None) -> Usage
     if session_id is not None:
         broker.session(session_id)  # a clear error for an unknown or malformed id
     sessions, warnings = load_sessions(broker.store, session_id)
-    stats = usage_stats(sessions, broker.catalog, warnings=warnings)
+    events = broker.store.usage_events(session_id)
+    stats = usage_stats(sessions, broker.catalog, warnings=warnings, events=events)
     return UsageOut(**stats.to_dict(), report=format_usage(stats))
 
 
@@ -52,9 +67,11 @@ def _usage(broker: ContextBroker, args: UsageArgs) -> UsageOut:
 
 GET_USAGE_STATS = ToolSpec(
     "get_usage_stats",
-    "How often each item was included and how (always, manual, agent), the distribution of "
-    "agent selections' similarity scores, agent items never selected, and searches that "
-    "selected nothing at or above include_score; for one session or across all sessions.",
+    "How often each item was included and how (always, manual, agent), how often it was "
+    "used and its precision (used / selected), the distribution of agent selections' "
+    "similarity scores, agent items never selected, searches that selected nothing at or "
+    "above include_score, and suggested include-mode changes; for one session or across all "
+    "sessions.",
     UsageArgs,
     UsageOut,
     _usage,
