@@ -71,31 +71,48 @@ async def _client(
     latencies: dict[str, list[float]],
     errors: list[str],
 ) -> None:
-    async with AsyncExitStack() as stack:
-        clients = [await stack.enter_async_context(Client(f"{u}/mcp")) for u in urls]
-        turn = itertools.count(offset)
-        ready.append(1)
-        await start.wait()
+    connected = False
+    try:
+        async with AsyncExitStack() as stack:
+            clients = [await stack.enter_async_context(Client(f"{u}/mcp")) for u in urls]
+            connected = True
+            ready.append(1)
+            await start.wait()
+            await _calls(clients, offset, rounds, latencies, errors)
+    except Exception as exc:  # a benchmark reports a broken connection instead of stopping
+        errors.append(f"client {offset} stopped: {exc!r}")
+        if not connected:
+            ready.append(1)
 
-        async def timed(name: str, **arguments: object) -> dict[str, object]:
-            client = clients[next(turn) % len(clients)]
-            began = time.perf_counter()
-            result = await client.call_tool(name, arguments)
-            latencies[name].append(time.perf_counter() - began)
-            if result.is_error or not isinstance(result.structured_content, dict):
-                errors.append(f"{name}: {result.content}")
-                return {}
-            return result.structured_content
 
-        created = await timed("create_session", agent="bench")
-        sid = created.get("session_id")
-        for r in range(rounds):
-            messages = [
-                {"role": "user", "content": f"{MESSAGES[0]} ({r})"},
-                {"role": "assistant", "content": MESSAGES[1]},
-            ]
-            await timed("append_messages", session_id=sid, messages=messages)
-            await timed("build_request_context", session_id=sid, message=f"{MESSAGES[0]} {r}")
+async def _calls(
+    clients: list[Client],
+    offset: int,
+    rounds: int,
+    latencies: dict[str, list[float]],
+    errors: list[str],
+) -> None:
+    turn = itertools.count(offset)
+
+    async def timed(name: str, **arguments: object) -> dict[str, object]:
+        client = clients[next(turn) % len(clients)]
+        began = time.perf_counter()
+        result = await client.call_tool(name, arguments)
+        latencies[name].append(time.perf_counter() - began)
+        if result.is_error or not isinstance(result.structured_content, dict):
+            errors.append(f"{name}: {result.content}")
+            return {}
+        return result.structured_content
+
+    created = await timed("create_session", agent="bench")
+    sid = created.get("session_id")
+    for r in range(rounds):
+        messages = [
+            {"role": "user", "content": f"{MESSAGES[0]} ({r})"},
+            {"role": "assistant", "content": MESSAGES[1]},
+        ]
+        await timed("append_messages", session_id=sid, messages=messages)
+        await timed("build_request_context", session_id=sid, message=f"{MESSAGES[0]} {r}")
 
 
 async def measure(urls: list[str], clients: int, rounds: int) -> dict[str, object]:
