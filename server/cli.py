@@ -125,7 +125,10 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     stats = sub.add_parser(
-        "stats", help="inclusion analytics from the session store", parents=[common]
+        "stats",
+        help="inclusion and usage analytics from the session store, with suggested include "
+        "modes",
+        parents=[common],
     )
     _add_config(stats)
     stats.add_argument("--session", default=None, help="one session id (default: all)")
