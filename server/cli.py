@@ -126,8 +126,7 @@ def _parser() -> argparse.ArgumentParser:
 
     stats = sub.add_parser(
         "stats",
-        help="inclusion and usage analytics from the session store, with suggested include "
-        "modes",
+        help="inclusion and usage analytics from the session store, with suggested include modes",
         parents=[common],
     )
     _add_config(stats)
