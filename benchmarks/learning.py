@@ -183,6 +183,8 @@ def search_cost(queries: int = 300) -> None:
 
 
 def record_cost(events: int = 300) -> None:
+    """record_usage p50 per store, and its parts: the learner update alone, and the store's
+    append alone (with SQLite in WAL mode and synchronous=FULL, one fsync per commit)."""
     from server.stores.sqlite import SqliteSessionStore
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -192,7 +194,8 @@ def record_cost(events: int = 300) -> None:
         }
         for label, store in stores.items():
             catalog = Catalog(synthetic_tools(200, ["alpha", "beta", "gamma"], random.Random(1)))
-            engine = SearchEngine(catalog, RandomEmbedder(), learner=UsageLearner())
+            learner = UsageLearner()
+            engine = SearchEngine(catalog, RandomEmbedder(), learner=learner)
             broker = ContextBroker(catalog, engine, store=store)
             sid = broker.create_session().session_id
             turn = broker.build_request_context(sid, "alpha beta request")
@@ -203,10 +206,23 @@ def record_cost(events: int = 300) -> None:
                 start = time.perf_counter()
                 recorder.record_usage(sid, turn.request_id, [keys[i % 3]])
                 timings.append(time.perf_counter() - start)
-            size = len(json.dumps(store.usage_events(sid)[-1]))
+            event = store.usage_events(sid)[-1]
+            appends = []
+            for _ in range(events):
+                start = time.perf_counter()
+                store.append_usage_event(sid, event)
+                appends.append(time.perf_counter() - start)
+            vector = RandomEmbedder().embed(["alpha beta request"])[0]
+            ref = ItemRef.parse(keys[0])
+            updates = []
+            for _ in range(events):
+                start = time.perf_counter()
+                learner.learn(ref, vector, session_id=sid)
+                updates.append(time.perf_counter() - start)
             print(
-                f"record_usage p50 ({label} store): {median(timings) * 1000:.3f} ms; "
-                f"one stored event {size} bytes"
+                f"record_usage p50 ({label} store): {median(timings) * 1000:.3f} ms; the store's "
+                f"append alone {median(appends) * 1000:.3f} ms, the learner update alone "
+                f"{median(updates) * 1e6:.0f} us; one stored event {len(json.dumps(event))} bytes"
             )
             store.close()
 
