@@ -17,8 +17,8 @@ from contextcore.errors import ContextCoreError
 from contextcore.factory import BrokerParts, build_broker
 from contextcore.history_service import HistoryService
 
-from .downstream import Downstream
 from .gateway import Gateway, GatewaySettings, ToolGate, resolve_servers
+from .gateway_surface import GatewaySurface
 from .http import build_http_app, guard_settings, run_http
 from .mcp_server import build_server
 from .observability import Observer, http_routes, instrument
@@ -119,10 +119,10 @@ def _downstream(
     servers: Mapping[str, DownstreamConfig],
     history: HistoryService,
     observer: Observer,
-) -> Downstream | None:
+) -> GatewaySurface | None:
     if gateway is None:
         return None
-    return Downstream(
+    return GatewaySurface(
         gateway,
         parts.broker,
         history=history,

@@ -25,7 +25,7 @@ from tools.history import HISTORY_TOOLS
 from tools.surface import CONTEXT_TOOLS, ToolSpec
 from tools.usage import USAGE_TOOLS
 
-from .downstream import Downstream
+from .gateway_surface import GatewaySurface
 from .observability import Observer
 from .prompts import CONTEXT_PROMPT, ContextPrompt
 from .resources import ResourceReader, resource_templates
@@ -83,7 +83,7 @@ def build_server(
     broker: ContextBroker,
     *,
     version: str = "",
-    downstream: Downstream | None = None,
+    downstream: GatewaySurface | None = None,
     history: HistoryService | None = None,
     summarizers: SummarizerFactory | None = None,
     models: Mapping[str, AssemblyModelSpec] | None = None,
@@ -204,7 +204,7 @@ def _tool_refs(result: types.CallToolResult) -> list[ItemRef]:
     ]
 
 
-def _prompt_handlers(prompt: ContextPrompt, downstream: Downstream | None) -> dict[str, Any]:
+def _prompt_handlers(prompt: ContextPrompt, downstream: GatewaySurface | None) -> dict[str, Any]:
     """The broker's ``context`` prompt, then the downstream servers' prompts (and, with
     downstream servers, the ``subscriptions/listen`` stream)."""
 

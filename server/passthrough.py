@@ -29,7 +29,7 @@ import anyio
 import anyio.abc
 from mcp_types import INTERNAL_ERROR
 
-from .downstream import Downstream
+from .gateway_surface import GatewaySurface
 from .jsonrpc_lines import RequestKey, error_line, id_key, read_object, result_line
 
 __all__ = ["DirectCalls"]
@@ -46,8 +46,8 @@ class DirectCalls:
     True when the line was handled here. Calls run in the task group given to :meth:`start`.
     """
 
-    def __init__(self, downstream: Downstream) -> None:
-        self._downstream = downstream
+    def __init__(self, surface: GatewaySurface) -> None:
+        self._surface = surface
         self._ready = False
         self._inflight: dict[RequestKey, anyio.CancelScope] = {}
         self._tg: anyio.abc.TaskGroup | None = None
@@ -95,7 +95,7 @@ class DirectCalls:
             arguments = {}
         if not isinstance(arguments, dict):
             return False
-        if not self._downstream.forwards_plainly(name, arguments):
+        if not self._surface.forwards_plainly(name, arguments):
             return False
         scope = anyio.CancelScope()
         self._inflight[key] = scope
@@ -126,7 +126,7 @@ class DirectCalls:
         data: bytes | None = None
         try:
             with scope:
-                result = await self._downstream.call_json(name, arguments)
+                result = await self._surface.call_json(name, arguments)
                 data = _answer(request_id, name, result)
         except Exception:  # a bug here must cost one call, not the connection
             log.exception("forwarding %s failed", name)

@@ -18,7 +18,7 @@ class FakeGateway:
         return ("srv", name.removeprefix("srv__")) if name.startswith("srv__") else None
 
 
-class FakeDownstream:
+class FakeSurface:
     """Answers ``srv__echo`` at once, ``srv__hang`` never, ``srv__boom`` with a bug."""
 
     def __init__(self) -> None:
@@ -61,8 +61,8 @@ async def settle() -> None:
 
 
 @pytest.fixture
-def wired() -> tuple[DirectCalls, FakeDownstream, list[dict[str, Any]]]:
-    fake = FakeDownstream()
+def wired() -> tuple[DirectCalls, FakeSurface, list[dict[str, Any]]]:
+    fake = FakeSurface()
     return DirectCalls(fake), fake, []  # type: ignore[arg-type]
 
 

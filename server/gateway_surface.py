@@ -41,7 +41,7 @@ from .observability import Observer
 from .sdk_compat import connection_key
 from .tool_calls import describe_validation_error, error_result
 
-__all__ = ["Downstream", "GatewayDirectory"]
+__all__ = ["GatewayDirectory", "GatewaySurface"]
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ class GatewayDirectory:
         )
 
 
-class Downstream:
+class GatewaySurface:
     """Routes host requests to the gateway and tells hosts when exposed tools change."""
 
     def __init__(
