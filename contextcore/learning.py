@@ -46,7 +46,7 @@ __all__ = ["LearningSettings", "UsageLearner", "decode_vector", "encode_vector"]
 _EVIDENCE_HALF = 5.0  # learned requests at which an item gets half the full weight
 _CENTROID_SHARE = 0.75
 _CANDIDATES = 50  # best items by hybrid score that learning may lift
-_VOTERS = 10  # of those, the best after the centroid also get the nearest-request vote
+_VOTERS = 5  # of those, the best after the centroid also get the nearest-request vote
 _REMEMBERED_QUERIES = 512
 _MAX_EXPONENT = 60.0  # rebase decayed sums before their scale leaves float32's range
 
@@ -67,13 +67,14 @@ class LearningSettings:
 
 
 def _learned_chunks(
-    fused: npt.NDArray[np.float32], row_of_chunk: npt.NDArray[np.int64], k: int, single: bool
+    fused: npt.NDArray[np.float32],
+    top: npt.NDArray[np.int64],
+    row_of_chunk: npt.NDArray[np.int64],
+    single: bool,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Among the ``k`` best chunks, the best chunk of each learned item, and its row
+    """Among the chunks ``top``, the best chunk of each learned item, and its row
     (``single``: every learned item has one chunk, so there is nothing to group). Chunks
     left out by the search's mask are -inf and stay so whatever is added."""
-    n = fused.size
-    top = np.argpartition(fused, n - k)[n - k :] if k < n else np.arange(n)
     rows = row_of_chunk[top]
     keep = rows >= 0
     top, rows = top[keep], rows[keep]
@@ -236,22 +237,28 @@ class UsageLearner:
 
     def adjust(
         self, query: str, query_vector: Vector, fused: npt.NDArray[np.float32], layout: Layout
-    ) -> None:
+    ) -> npt.NDArray[np.int64] | None:
         """Add each learned item's weighted usage score to its chunks' ``fused`` scores, in
-        place; items without history are left untouched."""
+        place; items without history are left untouched.
+
+        Returns the chunks that were the best ``4 * _CANDIDATES`` before, or None when
+        nothing changed: only they can be lifted, so afterwards they still hold the best
+        that many chunks and a caller can pick its top chunks among them."""
         with self._lock:
-            self._adjust(query, query_vector, fused, layout)
+            return self._adjust(query, query_vector, fused, layout)
 
     def _adjust(
         self, query: str, query_vector: Vector, fused: npt.NDArray[np.float32], layout: Layout
-    ) -> None:
+    ) -> npt.NDArray[np.int64] | None:
         self.remember(query, query_vector)
         if not self.settings.enabled or self.learned == 0 or self.settings.weight <= 0:
-            return
+            return None
         row_of_chunk, single = self._rows_of(layout)
-        chunks, rows = _learned_chunks(fused, row_of_chunk, 4 * _CANDIDATES, single)
+        n, k = fused.size, min(4 * _CANDIDATES, fused.size)
+        pool = np.argpartition(fused, n - k)[n - k :] if k < n else np.arange(n)
+        chunks, rows = _learned_chunks(fused, pool, row_of_chunk, single)
         if rows.size == 0:
-            return
+            return None
         weights = self._weights(rows)
         boost = self._unit[rows] @ query_vector
         np.maximum(boost, 0.0, out=boost)
@@ -268,6 +275,7 @@ class UsageLearner:
         # An item's score is its best chunk's, and the usage score is never negative: lifting
         # that one chunk lifts the item.
         fused[chunks] += boost
+        return pool
 
     def _nearest(
         self, rows: npt.NDArray[np.int64], query_vector: Vector

@@ -207,9 +207,10 @@ class SearchEngine:
             fused = dense + s.lexical_weight * lexical if s.mode == "hybrid" else dense.copy()
         if mask is not None:
             fused[~mask[layout.owner]] = -np.inf
+        pool = None
         if self.learner is not None and dense is not None and query_vector is not None:
-            self.learner.adjust(query, query_vector, fused, layout)
-        chosen = _top_items(fused, layout.owner, s.top_k, s.top_n)
+            pool = self.learner.adjust(query, query_vector, fused, layout)
+        chosen = _top_items(fused, layout.owner, s.top_k, s.top_n, pool)
         if dense is not None and apply_include_score:
             chosen = _with_include_score(chosen, dense, fused, layout.owner, s.include_score)
         hits = [_hit(layout, item, fused, dense, lexical) for item in chosen]
@@ -305,12 +306,20 @@ def _item_mask(
 
 
 def _top_items(
-    fused: npt.NDArray[np.float32], owner: npt.NDArray[np.int64], top_k: int, top_n: int
+    fused: npt.NDArray[np.float32],
+    owner: npt.NDArray[np.int64],
+    top_k: int,
+    top_n: int,
+    pool: npt.NDArray[np.int64] | None = None,
 ) -> list[int]:
-    """Best ``top_k`` chunks, grouped by item (best chunk first), cut to ``top_n`` items."""
+    """Best ``top_k`` chunks, grouped by item (best chunk first), cut to ``top_n`` items;
+    ``pool``, when given, holds at least the best ``top_k`` chunks (the learner's)."""
     k = min(top_k, fused.size)
-    part = np.argpartition(-fused, k - 1)[:k] if k < fused.size else np.arange(fused.size)
-    order = part[np.argsort(-fused[part], kind="stable")]
+    if pool is not None and k <= pool.size:
+        part = pool
+    else:
+        part = np.argpartition(-fused, k - 1)[:k] if k < fused.size else np.arange(fused.size)
+    order = part[np.argsort(-fused[part], kind="stable")][:k]
     items: list[int] = []
     for chunk in order:
         if not np.isfinite(fused[chunk]):
