@@ -11,8 +11,9 @@ is added to an item's hybrid score with the weight ``weight * n / (n + 5)`` (``n
 count of learned requests; 0 below ``min_evidence``), so an item without history ranks exactly
 as it did without learning. Learning lifts only the learned items among the owners of the best
 ``4 * _CANDIDATES`` chunks by hybrid score, so a search costs a constant on top of today's
-(one partial sort, a product with at most 200 centroid rows, one with the recent requests of at
-most 10 items), whatever the number of learned items; with nothing learned it costs nothing.
+(one partial sort, which the search then reuses to pick its top chunks; a product with at most
+200 centroid rows; one with the recent requests of at most 5 items), whatever the number of
+learned items; with nothing learned it costs nothing.
 
 State is kept in contiguous float32 matrices updated in place and grown by doubling: one row
 per learned item (its decayed sum and the normalized centroid) and one row per kept recent
