@@ -24,7 +24,7 @@ from history_pipeline import generate_conversation
 from contextcore.assembly import assemble, model_pipeline, parse_model
 from contextcore.catalog import Catalog
 from contextcore.history import (
-    SessionHistory,
+    ConversationHistory,
     Summary,
     SummaryPolicy,
     TaskSnapshot,
@@ -54,10 +54,10 @@ def request(cat: Catalog) -> RequestContext:
     return RequestContext("r_bench", "s_bench", "2026-01-01T00:00:00Z", "Continue.", items)
 
 
-def session() -> SessionHistory:
-    history = append_messages(SessionHistory(), generate_conversation(SIZE))
+def session() -> ConversationHistory:
+    history = append_messages(ConversationHistory(), generate_conversation(SIZE))
     snapshot = TaskSnapshot(goal="refactor the modules", completed_actions=("read", "plan"))
-    return SessionHistory(
+    return ConversationHistory(
         messages=history.messages,
         summary=Summary("The agent explored the code base.", 0, "extractive"),
         snapshot=snapshot,

@@ -43,17 +43,17 @@ from mcp import Client, StdioServerParameters
 from relevance import EXAMPLE_QUERIES, NamedTools, five_servers
 from tokenizers import Tokenizer
 
-from contextcore.broker import ContextBroker
 from contextcore.catalog import Catalog
-from contextcore.config import BrokerConfig
 from contextcore.context_text import estimate_tokens, render_context
 from contextcore.embedding import Embedder, ModelStatus, Vectors
-from contextcore.evaluation import EvalQuery, load_queries
-from contextcore.factory import build_embedder, default_model_dir
 from contextcore.items import ContextItem, ItemRef, Tool
 from contextcore.loaders import load_catalog_json
 from contextcore.search import SearchEngine
+from contextcore.services.broker import ContextBroker
+from contextcore.services.evaluation import EvalQuery, load_queries
+from server.embedding import build_embedder, default_model_dir
 from server.gateway.naming import assign_names
+from server.settings import AppConfig
 
 REGISTRY = SHARED / "mcp-registry" / "catalog.json"
 METATOOL = SHARED / "metatool"
@@ -66,7 +66,7 @@ Counter = Callable[[str], int]
 
 def wordpiece_counter() -> Counter:
     """Tokens of a text by the prepared MiniLM tokenizer, no truncation, no special tokens."""
-    path = default_model_dir(BrokerConfig().search.model) / "tokenizer.json"
+    path = default_model_dir(AppConfig().search.model) / "tokenizer.json"
     if not path.is_file():
         raise SystemExit(f"no tokenizer at {str(path)!r}; run `context-broker setup-model` first")
     tokenizer = Tokenizer.from_file(str(path))
@@ -344,7 +344,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="300 queries per set, 60 calls")
     parser.add_argument("--calls", type=int, default=None, help="stdio calls per detail")
     args = parser.parse_args()
-    model = build_embedder(BrokerConfig())
+    model = build_embedder(AppConfig())
     embedder = QueryCache(model) if model is not None else None
     count = wordpiece_counter()
     print("tokens per turn: the broker's text at the defaults vs a host listing every tool\n")

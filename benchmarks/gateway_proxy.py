@@ -43,8 +43,8 @@ sys.path.insert(0, str(ROOT))
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from contextcore.catalog import Catalog
-from contextcore.config import DownstreamConfig
 from server.gateway import Gateway
+from server.settings import DownstreamConfig
 
 TIME = str(Path(sys.executable).parent / "mcp-server-time")
 BROKER = str(Path(sys.executable).parent / "context-broker")

@@ -16,12 +16,11 @@ from _common import SHARED, median, timed
 
 from contextcore.catalog import Catalog
 from contextcore.chunking import item_chunks
-from contextcore.config import BrokerConfig
-from contextcore.embedding import FastEmbedEmbedder
 from contextcore.embedding_cache import SqliteEmbeddingCache
-from contextcore.factory import resolve_model_dir
 from contextcore.loaders import load_catalog_json
 from contextcore.search import SearchEngine
+from server.embedding import FastEmbedEmbedder, resolve_model_dir
+from server.settings import AppConfig
 
 
 def main() -> None:
@@ -30,7 +29,7 @@ def main() -> None:
     args = parser.parse_args()
     items = load_catalog_json(SHARED / "mcp-registry" / "catalog.json")
     chunks = [c for item in items for c in item_chunks(item)]
-    config = BrokerConfig()
+    config = AppConfig()
     embedder = FastEmbedEmbedder(config.search.model, model_dir=resolve_model_dir(config))
     load = timed(embedder.load)
     model = embedder._model  # the raw fastembed TextEmbedding, for the baseline

@@ -29,19 +29,19 @@ import numpy as np
 from _common import ROOT, SHARED, median
 from search_latency import RandomEmbedder, synthetic_tools
 
-from contextcore.broker import ContextBroker
 from contextcore.catalog import Catalog
-from contextcore.config import BrokerConfig
 from contextcore.embedding import Embedder, Vectors
-from contextcore.evaluation import EvalQuery, load_queries
-from contextcore.factory import build_embedder
 from contextcore.items import ItemRef
 from contextcore.learning import UsageLearner
 from contextcore.loaders import load_catalog_json
 from contextcore.metrics import ndcg_at
 from contextcore.search import SearchEngine
+from contextcore.services.broker import ContextBroker
+from contextcore.services.evaluation import EvalQuery, load_queries
 from contextcore.store import MemorySessionStore, SessionStore
 from contextcore.usage import UsageRecorder, read_usage_log
+from server.embedding import build_embedder
+from server.settings import AppConfig
 
 META = SHARED / "metatool"
 OUT = ROOT / "benchmarks" / "out"
@@ -80,7 +80,7 @@ def _learner(log: list[tuple[str, list[ItemRef]]], vectors: Vectors, count: int)
 
 
 def quality() -> None:
-    embedder = build_embedder(BrokerConfig())
+    embedder = build_embedder(AppConfig())
     assert embedder is not None
     engine = SearchEngine(Catalog(load_catalog_json(META / "catalog.json")), embedder)
     engine.index()

@@ -28,13 +28,12 @@ def _status(field: str) -> float:
 
 def child(chunks: int, batch_size: int, cache: Path) -> None:
     from contextcore.catalog import Catalog
-    from contextcore.config import BrokerConfig
-    from contextcore.embedding import FastEmbedEmbedder
     from contextcore.embedding_cache import SqliteEmbeddingCache
-    from contextcore.factory import resolve_model_dir
     from contextcore.items import Tool
     from contextcore.loaders import load_catalog_json
     from contextcore.search import SearchEngine
+    from server.embedding import FastEmbedEmbedder, resolve_model_dir
+    from server.settings import AppConfig
 
     registry = load_catalog_json(SHARED / "mcp-registry" / "catalog.json")
     words = [w for t in registry for w in t.description.split()]
@@ -43,7 +42,7 @@ def child(chunks: int, batch_size: int, cache: Path) -> None:
         Tool(f"s{i % 40}", f"t{i}", " ".join(rng.choices(words, k=rng.randint(10, 40))))
         for i in range(chunks)
     ]
-    config = BrokerConfig()
+    config = AppConfig()
     embedder = FastEmbedEmbedder(
         config.search.model, model_dir=resolve_model_dir(config), batch_size=batch_size
     )

@@ -29,18 +29,19 @@ import anyio
 from _common import ROOT, SHARED
 from gateway_proxy import _five_servers
 
-from contextcore.broker import ContextBroker
 from contextcore.catalog import Catalog
-from contextcore.config import BrokerConfig, load_config
 from contextcore.embedding import Embedder
-from contextcore.evaluation import EvalQuery, load_queries
-from contextcore.factory import build_embedder, load_items
+from contextcore.factory import load_items
 from contextcore.items import ContextItem, ItemRef, Tool
 from contextcore.loaders import load_catalog_json
 from contextcore.metrics import ndcg_at, recall_at
 from contextcore.presets import PRESET_NAMES, PRESETS
 from contextcore.search import SearchEngine
+from contextcore.services.broker import ContextBroker
+from contextcore.services.evaluation import EvalQuery, load_queries
+from server.embedding import build_embedder
 from server.gateway import Gateway
+from server.settings import AppConfig, load_config
 
 SETS = ("metatool/queries-single.jsonl", "metatool/queries-multi.jsonl")
 EXAMPLE_CONFIG = ROOT / "config.example.toml"
@@ -241,7 +242,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the first 300 queries of each set")
     args = parser.parse_args()
-    embedder = build_embedder(BrokerConfig())
+    embedder = build_embedder(AppConfig())
     ok = metatool(embedder, 300 if args.quick else None)
     ok = example(embedder, five_servers().tools) and ok
     return 0 if ok else 1

@@ -13,11 +13,11 @@ import argparse
 from _common import SHARED
 
 from contextcore.catalog import Catalog
-from contextcore.config import BrokerConfig
-from contextcore.evaluation import evaluate, load_queries
-from contextcore.factory import build_embedder
 from contextcore.loaders import load_catalog_json
 from contextcore.search import SearchEngine
+from contextcore.services.evaluation import evaluate, load_queries
+from server.embedding import build_embedder
+from server.settings import AppConfig
 
 SETS = "metatool/queries-single.jsonl,metatool/queries-multi.jsonl"
 
@@ -26,7 +26,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sets", default=SETS)
     args = parser.parse_args()
-    embedder = build_embedder(BrokerConfig())
+    embedder = build_embedder(AppConfig())
     print(f"{'set':<30} {'mode':<8} {'nDCG@10':>8} {'R@5':>6} {'Comp@10':>8} {'MRR':>6}")
     for name in args.sets.split(","):
         path = SHARED / name

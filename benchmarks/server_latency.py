@@ -19,8 +19,8 @@ from mcp import Client, StdioServerParameters
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from contextcore.config import load_config
-from contextcore.factory import build_broker
+from server.embedding import build_broker
+from server.settings import load_config
 
 _TOPICS = [
     "database migrations",

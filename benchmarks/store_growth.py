@@ -22,12 +22,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from contextcore.config import BrokerConfig, HistoryConfig
-from contextcore.embedding import HashEmbedder
-from contextcore.factory import build_broker
-from contextcore.history_service import HistoryService
+from contextcore.config import HistoryConfig
+from contextcore.services.history import HistoryService
 from contextcore.store import SessionStore
+from server.embedding import build_broker
+from server.settings import AppConfig
 from server.stores.sqlite import SqliteSessionStore
+from tests.support.hash_embedder import HashEmbedder
 
 SMALL_MESSAGES, BIG_MESSAGES = 10, 10_000
 OLD_TURNS, OLD_MESSAGES = 3_000, 4_000
@@ -54,7 +55,7 @@ def _fill(service: HistoryService, sid: str, count: int, tag: str) -> None:
 
 def measure(store: SessionStore, reps: int) -> dict[str, float]:
     """Medians (ms) and ratios for one store."""
-    parts = build_broker(BrokerConfig(), embedder=HashEmbedder(), store=store)
+    parts = build_broker(AppConfig(), embedder=HashEmbedder(), store=store)
     broker, service = parts.broker, HistoryService(parts.broker, HistoryConfig())
     counter = iter(range(10**9))
 

@@ -32,13 +32,14 @@ from collections.abc import Callable
 from _common import timed
 
 from contextcore.chunking import item_chunks
-from contextcore.config import BrokerConfig, HistoryConfig, InlineItem, LimitsConfig
-from contextcore.embedding import HashEmbedder
-from contextcore.factory import build_broker
+from contextcore.config import HistoryConfig, InlineItem, LimitsConfig
 from contextcore.history import ExtractiveSummarizer
-from contextcore.history_service import HistoryService
 from contextcore.items import Rule
 from contextcore.lexical import Bm25Index
+from contextcore.services.history import HistoryService
+from server.embedding import build_broker
+from server.settings import AppConfig
+from tests.support.hash_embedder import HashEmbedder
 
 UNITS = {
     "hex": "deadbeef",
@@ -68,7 +69,7 @@ def _summarize(text: str) -> None:
 
 
 def _history(text: str) -> None:
-    broker = build_broker(BrokerConfig(), embedder=HashEmbedder()).broker
+    broker = build_broker(AppConfig(), embedder=HashEmbedder()).broker
     service = HistoryService(broker, HistoryConfig(), limits=LIMITS)
     sid = broker.create_session("bench").session_id
     rest = [
@@ -80,7 +81,7 @@ def _history(text: str) -> None:
 
 
 def _request_builder() -> Callable[[str], None]:
-    config = BrokerConfig(rules=RULES)
+    config = AppConfig(rules=RULES)
     broker = build_broker(config, embedder=HashEmbedder()).broker
     sid = broker.create_session("bench").session_id
 

@@ -45,12 +45,12 @@ from .assembly_model import (
 )
 from .errors import HistoryError
 from .history import (
+    ConversationHistory,
     FilterRegistry,
     FilterSpec,
     Pipeline,
     PipelineReport,
     RunContext,
-    SessionHistory,
     SummaryPolicy,
     build_pipeline,
     message_tokens,
@@ -155,7 +155,7 @@ def model_pipeline(
 def assemble(
     context: RequestContext,
     lookup: Lookup,
-    history: SessionHistory,
+    history: ConversationHistory,
     model: AssemblyModel,
     *,
     pipeline: Pipeline | None = None,
@@ -239,10 +239,10 @@ _CONTEXT_ONLY = AssemblyModel(
 def context_messages(context: RequestContext, lookup: Lookup) -> list[Raw]:
     """The LLM input of a recorded request context alone: a system message with its
     references, one with its rules (each left out when empty), then the user message."""
-    return assemble(context, lookup, SessionHistory(), _CONTEXT_ONLY).messages
+    return assemble(context, lookup, ConversationHistory(), _CONTEXT_ONLY).messages
 
 
-def window_start(history: SessionHistory, policy: SummaryPolicy) -> int:
+def window_start(history: ConversationHistory, policy: SummaryPolicy) -> int:
     """Where the history window begins, exactly as ``get_window`` decides it."""
     messages = history.messages
     if history.cleared:
@@ -261,7 +261,7 @@ def _cost_options(pipeline: Pipeline) -> tuple[Tokenizer, int]:
     return resolve_tokenizer(size.tokenizer), size.per_message_overhead
 
 
-def _warnings(model: AssemblyModel, history: SessionHistory) -> list[str]:
+def _warnings(model: AssemblyModel, history: ConversationHistory) -> list[str]:
     kinds = {leaf.kind for leaf in model.leaves()}
     out = []
     if "message" not in kinds:
@@ -278,7 +278,7 @@ def _warnings(model: AssemblyModel, history: SessionHistory) -> list[str]:
 
 
 def _emit(
-    leaf: Component, context: RequestContext, lookup: Lookup, history: SessionHistory
+    leaf: Component, context: RequestContext, lookup: Lookup, history: ConversationHistory
 ) -> list[Raw]:
     kind = leaf.kind
     if kind == "rules" or kind == "references":
@@ -311,7 +311,7 @@ def _framed(leaf: Component, text: str) -> str:
     return f"{leaf.framing}\n\n{text}" if leaf.framing else text
 
 
-def _summary(leaf: Component, history: SessionHistory) -> list[Raw]:
+def _summary(leaf: Component, history: ConversationHistory) -> list[Raw]:
     summary = history.summary
     if summary is None or history.cleared:
         return []

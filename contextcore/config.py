@@ -12,9 +12,9 @@ import re
 import tomllib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import Any, Literal, TypeVar, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .assembly_model import AssemblyModelSpec
 from .errors import ConfigError
@@ -24,18 +24,13 @@ from .presets import PresetName
 __all__ = [
     "AgentConfig",
     "BrokerConfig",
-    "DownstreamConfig",
-    "DownstreamToolConfig",
-    "GatewayConfig",
+    "ConfigModel",
     "HistoryConfig",
-    "HttpConfig",
     "InlineItem",
     "LearningConfig",
     "LimitsConfig",
-    "TelemetryConfig",
     "PersistenceConfig",
     "SearchConfig",
-    "ServerConfig",
     "SourcesConfig",
     "SummarizerConfig",
     "load_config",
@@ -45,18 +40,20 @@ __all__ = [
 ENV_PREFIX = "CONTEXT_BROKER_"
 
 
-class _Model(BaseModel):
+class ConfigModel(BaseModel):
+    """A config table: frozen, unknown keys rejected."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class AgentConfig(_Model):
+class AgentConfig(ConfigModel):
     """Who the catalog is for."""
 
     name: str = "default"
     description: str = ""
 
 
-class SearchConfig(_Model):
+class SearchConfig(ConfigModel):
     """Embedding model and ranking defaults."""
 
     model: str = "sentence-transformers/all-MiniLM-L6-v2"
@@ -77,7 +74,7 @@ class SearchConfig(_Model):
     threads: int | None = Field(None, ge=1)
 
 
-class SourcesConfig(_Model):
+class SourcesConfig(ConfigModel):
     """Files and folders that rules and references are read from."""
 
     rule_dirs: tuple[Path, ...] = ()
@@ -88,7 +85,7 @@ class SourcesConfig(_Model):
     default_include: IncludeMode = "agent"
 
 
-class InlineItem(_Model):
+class InlineItem(ConfigModel):
     """A rule or reference written directly in the config."""
 
     name: str = Field(min_length=1)
@@ -99,7 +96,7 @@ class InlineItem(_Model):
     enabled: bool = True
 
 
-class PersistenceConfig(_Model):
+class PersistenceConfig(ConfigModel):
     """Where sessions live."""
 
     backend: Literal["memory", "sqlite", "postgres", "redis"] = "memory"
@@ -109,45 +106,7 @@ class PersistenceConfig(_Model):
     opens, and the URL is never shown in errors or logs (it may hold a password)."""
 
 
-class HttpConfig(_Model):
-    """Streamable HTTP and SSE transport settings."""
-
-    host: str = "127.0.0.1"
-    port: int = Field(8765, ge=0, le=65535)
-    auth_token: str | None = None
-    auth_token_env: str | None = None
-    allowed_hosts: tuple[str, ...] = ()
-    allowed_origins: tuple[str, ...] = ()
-    max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)
-    session_idle_timeout: float = Field(300.0, gt=0)
-
-
-class ServerConfig(_Model):
-    """The broker's own server settings."""
-
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    max_message_chars: int = Field(1_000_000, ge=1)
-    watch_config: bool = False
-    # Forwarded calls answered straight from the stdio wire and the downstream fast lane;
-    # off, every request goes through the MCP SDK's sessions (CONTEXT_BROKER_FAST_PATH=0).
-    fast_path: bool = True
-    http: HttpConfig = HttpConfig()
-
-
-class GatewayConfig(_Model):
-    """How downstream connections are kept alive."""
-
-    backoff_base: float = Field(0.5, gt=0)
-    backoff_max: float = Field(30.0, gt=0)
-    debounce: float = Field(0.25, ge=0)
-    record_max_chars: int = Field(20_000, ge=100)
-    startup_budget: float = Field(5.0, ge=0)
-    pin_file: Path = Path("context-broker.pins.json")
-    max_description_chars: int = Field(2_000, ge=100)
-    max_tools_per_server: int = Field(200, ge=1)
-
-
-class SummarizerConfig(_Model):
+class SummarizerConfig(ConfigModel):
     """An LLM API used for running summaries (tried before MCP sampling and the extractive
     summarizer). ``api_key_env`` names the environment variable holding the key."""
 
@@ -160,7 +119,7 @@ class SummarizerConfig(_Model):
     use_sampling: bool = True
 
 
-class HistoryConfig(_Model):
+class HistoryConfig(ConfigModel):
     """Conversation history defaults."""
 
     max_tokens: int = Field(24_000, ge=1)
@@ -174,7 +133,7 @@ class HistoryConfig(_Model):
     summarizer: SummarizerConfig = SummarizerConfig()
 
 
-class LearningConfig(_Model):
+class LearningConfig(ConfigModel):
     """Learning from usage: how strongly the requests that led to an item's use shape its
     ranking (``weight`` at full evidence), from how many requests on (``min_evidence``), for
     how long (``decay``: half-life in days, 0 = never), and how many recent requests per item
@@ -187,7 +146,7 @@ class LearningConfig(_Model):
     max_requests_per_item: int = Field(32, ge=1, le=10_000)
 
 
-class LimitsConfig(_Model):
+class LimitsConfig(ConfigModel):
     """How much one tool call may store, and how big one tool result may be.
 
     Writes over a limit are refused before anything is stored, with the key named; results
@@ -202,62 +161,9 @@ class LimitsConfig(_Model):
     max_result_bytes: int = Field(512 * 1024, ge=16 * 1024)
 
 
-class TelemetryConfig(_Model):
-    """OpenTelemetry traces: one span per tool call, exported over OTLP/HTTP when
-    ``otlp_endpoint`` is set (e.g. ``http://localhost:4318/v1/traces``)."""
-
-    otlp_endpoint: str = ""
-    service_name: str = "context-broker"
-
-
-class DownstreamToolConfig(_Model):
-    """Per-tool overrides of one downstream server; a disabled tool is neither listed,
-    selected nor callable."""
-
-    include: IncludeMode | None = None
-    enabled: bool = True
-
-
-class DownstreamConfig(_Model):
-    """One downstream MCP server: ``command`` (stdio) or ``url`` (http or sse)."""
-
-    command: str | None = None
-    args: tuple[str, ...] = ()
-    env: dict[str, str] = Field(default_factory=dict)
-    cwd: Path | None = None
-    url: str | None = None
-    transport: Literal["stdio", "http", "sse"] | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
-    include: IncludeMode | None = None
-    enabled: bool = True
-    timeout: float = Field(30.0, gt=0)
-    record_calls: bool = True
-    call_policy: Literal["any", "selected"] = "any"
-    trust: Literal["pin", "auto", "strict"] = "pin"
-    max_tools: int | None = Field(None, ge=1)
-    max_description_chars: int | None = Field(None, ge=100)
-    tools: dict[str, DownstreamToolConfig] = Field(default_factory=dict)
-
-    @model_validator(mode="after")
-    def _one_target(self) -> DownstreamConfig:
-        if (self.command is None) == (self.url is None):
-            raise ValueError("set exactly one of 'command' (stdio) or 'url' (http/sse)")
-        if self.command is not None and self.transport not in (None, "stdio"):
-            raise ValueError(f"transport {self.transport!r} needs 'url', not 'command'")
-        if self.url is not None and self.transport == "stdio":
-            raise ValueError("transport 'stdio' needs 'command', not 'url'")
-        return self
-
-    @property
-    def kind(self) -> Literal["stdio", "http", "sse"]:
-        """The transport actually used."""
-        if self.command is not None:
-            return "stdio"
-        return self.transport if self.transport in ("http", "sse") else "http"
-
-
-class BrokerConfig(_Model):
-    """The whole configuration; every section has defaults."""
+class BrokerConfig(ConfigModel):
+    """The domain's configuration (every section has defaults); the server's settings
+    (``server.settings.AppConfig``) add the transport tables to it."""
 
     agent: AgentConfig = AgentConfig()
     search: SearchConfig = SearchConfig()
@@ -265,14 +171,9 @@ class BrokerConfig(_Model):
     rules: tuple[InlineItem, ...] = ()
     references: tuple[InlineItem, ...] = ()
     persistence: PersistenceConfig = PersistenceConfig()
-    server: ServerConfig = ServerConfig()
     history: HistoryConfig = HistoryConfig()
-    gateway: GatewayConfig = GatewayConfig()
     limits: LimitsConfig = LimitsConfig()
     learning: LearningConfig = LearningConfig()
-    telemetry: TelemetryConfig = TelemetryConfig()
-    servers: dict[str, DownstreamConfig] = Field(default_factory=dict)
-    mcp_servers_file: Path | None = None
     models: dict[str, AssemblyModelSpec] = Field(default_factory=dict)
     base_dir: Path = Path(".")
 
@@ -312,7 +213,7 @@ def _schema_tables(
             yield from _schema_tables(args[0], f"[{name}]", above)
 
 
-def _hint(loc: tuple[Any, ...]) -> str:
+def _hint(loc: tuple[Any, ...], schema: type[BaseModel]) -> str:
     """Where an unknown key really belongs, when the schema has it elsewhere."""
     key = str(loc[-1])
     here = ""
@@ -322,7 +223,7 @@ def _hint(loc: tuple[Any, ...]) -> str:
         else:
             named = i % 2 == 1 and loc[0] in ("servers", "models")
             here = f"{here}.{'NAME' if named else part}" if here else str(part)
-    tables = [t for k, t in _schema_tables(BrokerConfig) if k == key and t != here]
+    tables = [t for k, t in _schema_tables(schema) if k == key and t != here]
     if not tables:
         return ""
     places = [
@@ -338,11 +239,11 @@ def _secret(loc: tuple[Any, ...]) -> bool:
     return bool(_SECRET_TABLES.intersection(parts)) or any(_SECRET_KEY.search(p) for p in parts)
 
 
-def _describe(error: Mapping[str, Any]) -> str:
+def _describe(error: Mapping[str, Any], schema: type[BaseModel]) -> str:
     loc = tuple(error["loc"])
     where = ".".join(str(p) for p in loc) or "(top level)"
     if error["type"] == "extra_forbidden":
-        return f"unknown key {where!r}" + (_hint(loc) if loc else "")
+        return f"unknown key {where!r}" + (_hint(loc, schema) if loc else "")
     if _secret(loc):
         return f"{where}: {error['msg']} (value not shown: it may be a secret)"
     shown = _URL_PASSWORD.sub(r"\1***@", repr(error.get("input")))
@@ -367,28 +268,38 @@ def _apply_env(data: dict[str, Any], environ: Mapping[str, str]) -> None:
         node[path[-1]] = value
 
 
+Config = TypeVar("Config", bound=BrokerConfig)
+
+
 def parse_config(
     data: Mapping[str, Any],
     *,
     base_dir: Path,
     source: str = "config",
     environ: Mapping[str, str] | None = None,
-) -> BrokerConfig:
-    """Validate a config mapping; raise ``ConfigError`` naming every bad key."""
+    schema: type[Config] = BrokerConfig,  # type: ignore[assignment]
+) -> Config:
+    """Validate a config mapping against ``schema``; raise ``ConfigError`` naming every bad
+    key."""
     raw = dict(data)
     _apply_env(raw, os.environ if environ is None else environ)
     if "base_dir" in raw:
         raise ConfigError(f"{source}: unknown key 'base_dir'", field="base_dir")
     try:
-        return BrokerConfig.model_validate({**raw, "base_dir": base_dir.resolve()})
+        return schema.model_validate({**raw, "base_dir": base_dir.resolve()})
     except ValidationError as exc:
-        problems = "; ".join(_describe(e) for e in exc.errors())
+        problems = "; ".join(_describe(e, schema) for e in exc.errors())
         # Not chained: the validation error's text quotes every value, secrets included.
         raise ConfigError(f"{source}: {problems}") from None
 
 
-def load_config(path: Path, *, environ: Mapping[str, str] | None = None) -> BrokerConfig:
-    """Read and validate a TOML config file."""
+def load_config(
+    path: Path,
+    *,
+    environ: Mapping[str, str] | None = None,
+    schema: type[Config] = BrokerConfig,  # type: ignore[assignment]
+) -> Config:
+    """Read and validate a TOML config file against ``schema``."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -397,4 +308,6 @@ def load_config(path: Path, *, environ: Mapping[str, str] | None = None) -> Brok
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
-    return parse_config(data, base_dir=path.parent, source=str(path), environ=environ)
+    return parse_config(
+        data, base_dir=path.parent, source=str(path), environ=environ, schema=schema
+    )

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Generic, TypeVar
 
-from .broker import ContextBroker
 from .catalog import Catalog
 from .config import BrokerConfig, InlineItem
-from .embedding import Embedder, FastEmbedEmbedder
+from .embedding import Embedder
 from .embedding_cache import (
     EmbeddingCache,
     MemoryEmbeddingCache,
@@ -20,18 +18,16 @@ from .items import ContextItem, Reference, Rule
 from .learning import LearningSettings, UsageLearner
 from .loaders import load_catalog_json, load_markdown_dir, load_markdown_file
 from .search import SearchEngine, SearchSettings
+from .services.broker import ContextBroker
 from .store import SessionStore
 
 __all__ = [
     "BrokerParts",
     "build_broker",
     "build_cache",
-    "build_embedder",
     "build_learner",
     "build_search",
-    "default_model_dir",
     "load_items",
-    "resolve_model_dir",
     "search_settings",
 ]
 
@@ -68,35 +64,6 @@ def load_items(config: BrokerConfig) -> list[ContextItem]:
     for path in src.catalog_files:
         items += load_catalog_json(config.resolve(path))
     return items
-
-
-def default_model_dir(model: str) -> Path:
-    """Where ``context-broker setup-model`` puts a model by default: inside the Python
-    environment the broker is installed in, so it goes away with it."""
-    return Path(sys.prefix) / "share" / "context-broker" / "models" / model.rsplit("/", 1)[-1]
-
-
-def resolve_model_dir(config: BrokerConfig) -> Path | None:
-    """The configured model directory, else the prepared default one if present, else None
-    (fastembed then uses its cache or the hub)."""
-    s = config.search
-    if s.model_dir is not None:
-        return config.resolve(s.model_dir)
-    prepared = default_model_dir(s.model)
-    return prepared if (prepared / "model.onnx").is_file() else None
-
-
-def build_embedder(config: BrokerConfig) -> Embedder | None:
-    """The configured fastembed embedder (not loaded yet), or None when semantic search is off."""
-    s = config.search
-    if not s.semantic:
-        return None
-    return FastEmbedEmbedder(
-        s.model,
-        model_dir=resolve_model_dir(config),
-        cache_dir=config.resolve(s.cache_dir) if s.cache_dir else None,
-        threads=s.threads,
-    )
 
 
 def build_cache(config: BrokerConfig) -> EmbeddingCache:
@@ -153,11 +120,14 @@ def build_learner(config: BrokerConfig) -> UsageLearner | None:
     return UsageLearner(settings)
 
 
+Config = TypeVar("Config", bound=BrokerConfig)
+
+
 @dataclass
-class BrokerParts:
+class BrokerParts(Generic[Config]):
     """Everything built from one config."""
 
-    config: BrokerConfig
+    config: Config
     catalog: Catalog
     embedder: Embedder | None
     search: SearchEngine
@@ -165,20 +135,18 @@ class BrokerParts:
 
 
 def build_broker(
-    config: BrokerConfig,
+    config: Config,
     *,
-    embedder: Embedder | None = None,
-    use_config_embedder: bool = True,
+    embedder: Embedder | None,
     store: SessionStore | None = None,
-) -> BrokerParts:
-    """Load the catalog and wire search and sessions; ``embedder`` overrides the config's."""
+    max_message_chars: int = 1_000_000,
+) -> BrokerParts[Config]:
+    """Load the catalog and wire search and sessions (``embedder`` None: lexical search only)."""
     catalog = Catalog(load_items(config))
-    if embedder is None and use_config_embedder:
-        embedder = build_embedder(config)
     search = build_search(config, catalog, embedder, store)
     search.learner = build_learner(config)
     broker = ContextBroker(
-        catalog, search, store=store, max_message_chars=config.server.max_message_chars
+        catalog, search, store=store, max_message_chars=max_message_chars
     )
     if search.learner is not None:
         from .usage import UsageRecorder

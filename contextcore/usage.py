@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from .broker import ContextBroker
 from .errors import CatalogError, SessionError
 from .items import ItemRef
 from .learning import UsageLearner, decode_vector, encode_vector
+from .services.broker import ContextBroker
 from .sessions import RequestContext
 
 __all__ = ["ForgetResult", "UsageLog", "UsageRecorder", "read_usage_log"]

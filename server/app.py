@@ -5,41 +5,29 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import anyio
 from mcp.server import Server
 
-from contextcore.config import BrokerConfig, DownstreamConfig, load_config
 from contextcore.errors import ContextCoreError
-from contextcore.factory import BrokerParts, build_broker
-from contextcore.history_service import HistoryService
 
-from .gateway import Gateway, GatewaySettings, ToolGate, resolve_servers
-from .gateway_surface import GatewaySurface
+from .embedding import AppParts
+from .gateway import Gateway
 from .http import build_http_app, guard_settings, run_http
-from .mcp_server import build_server
-from .observability import Observer, http_routes, instrument
 from .passthrough import DirectCalls
-from .reload import ConfigReloader, serve_with_reload
+from .reload import serve_with_reload
+from .runtime import Runtime, build_runtime
 from .sdk_compat import fast_path_enabled
+from .settings import load_config
 from .stdio import fast_stdio_server
-from .stores import build_store
-from .summarizers import SummarizerFactory
 
-__all__ = ["build_store", "serve"]
+__all__ = ["serve"]
 
 log = logging.getLogger(__name__)
 
 Transport = Literal["stdio", "http", "sse"]
-
-
-def _version() -> str:
-    from .cli import _version as cli_version
-
-    return cli_version()
 
 
 async def _serve_stdio(server: Server[Any], direct: DirectCalls | None) -> None:
@@ -70,70 +58,35 @@ def serve(
     config = load_config(config_path)
     if not log_level_given:
         logging.getLogger().setLevel(config.server.log_level)
-    fast = fast_path_enabled(config.server.fast_path)
-    if not fast:
+    if not fast_path_enabled(config.server.fast_path):
         log.info("fast path off: every request goes through the MCP SDK's sessions")
     http = config.server.http
     bind_host = host or http.host
     # Before anything starts: an unprotected public bind is refused outright.
     guard = None if transport == "stdio" else guard_settings(http, bind_host, insecure=insecure)
-    parts: BrokerParts = build_broker(config, store=build_store(config))
-    _log_serving(parts, transport)
-    observer = instrument(parts, config.telemetry)
-    _load_model_in_background(parts)
-    servers = resolve_servers(config)
-    gateway = build_gateway(config, parts, servers)
-    reloader = ConfigReloader(config_path, parts, gateway)  # before downstream tools arrive
-    history = HistoryService(parts.broker, config.history, limits=config.limits)
-    downstream = _downstream(gateway, parts, servers, history, observer)
-    server = build_server(
-        parts.broker,
-        version=_version(),
-        downstream=downstream,
-        history=history,
-        summarizers=SummarizerFactory(config.history.summarizer),
-        models=config.models,
-        observer=observer,
-    )
-    if transport == "stdio":
-        direct = DirectCalls(downstream) if downstream is not None and fast else None
-        anyio.run(serve_with_reload, reloader, _with_gateway, gateway, _serve_stdio, server, direct)
+    runtime = build_runtime(config, config_path)
+    _log_serving(runtime.parts, transport)
+    _load_model_in_background(runtime.parts)
+    if guard is None:
+        _run(runtime, _serve_stdio, runtime.server, runtime.direct)
         return 0
-    assert guard is not None
     app = build_http_app(
-        server,
+        runtime.server,
         transport,
         guard,
         session_idle_timeout=http.session_idle_timeout,
-        routes=http_routes(parts, observer, gateway),
+        routes=runtime.routes,
     )
-    bind_port = http.port if port is None else port
-    args = (gateway, run_http, app, transport, bind_host, bind_port)
-    anyio.run(serve_with_reload, reloader, _with_gateway, *args)
+    _run(runtime, run_http, app, transport, bind_host, http.port if port is None else port)
     return 0
 
 
-def _downstream(
-    gateway: Gateway | None,
-    parts: BrokerParts,
-    servers: Mapping[str, DownstreamConfig],
-    history: HistoryService,
-    observer: Observer,
-) -> GatewaySurface | None:
-    if gateway is None:
-        return None
-    return GatewaySurface(
-        gateway,
-        parts.broker,
-        history=history,
-        record={name: cfg.record_calls for name, cfg in servers.items()},
-        record_max_chars=parts.config.gateway.record_max_chars,
-        startup_budget=parts.config.gateway.startup_budget,
-        observer=observer,
-    )
+def _run(runtime: Runtime, main: Any, *args: Any) -> None:
+    """Run a transport's ``main(*args)`` with the gateway up and the config reloadable."""
+    anyio.run(serve_with_reload, runtime.reloader, _with_gateway, runtime.gateway, main, *args)
 
 
-def _log_serving(parts: BrokerParts, transport: Transport) -> None:
+def _log_serving(parts: AppParts, transport: Transport) -> None:
     counts = parts.catalog.counts()
     log.info(
         "serving %d catalog items (%s) over %s; sessions: %s",
@@ -144,7 +97,7 @@ def _log_serving(parts: BrokerParts, transport: Transport) -> None:
     )
 
 
-def _load_model_in_background(parts: BrokerParts) -> None:
+def _load_model_in_background(parts: AppParts) -> None:
     """Load the embedding model while the server starts answering, so the first request does
     not wait for it and a missing model is reported at startup, not at the first search."""
     embedder = parts.embedder
@@ -162,28 +115,3 @@ def _load_model_in_background(parts: BrokerParts) -> None:
 
     threading.Thread(target=load, name="model-load", daemon=True).start()
 
-
-def build_gateway(
-    config: BrokerConfig,
-    parts: BrokerParts,
-    servers: Mapping[str, DownstreamConfig] | None = None,
-) -> Gateway | None:
-    """The downstream gateway, when the config names any server; its secret values are
-    scrubbed from every log line from here on. ``servers``: the config's servers as
-    :func:`resolve_servers` gave them, when the caller already has them."""
-    if not config.servers and config.mcp_servers_file is None:
-        return None
-    g = config.gateway
-    settings = GatewaySettings(
-        backoff_base=g.backoff_base,
-        backoff_max=g.backoff_max,
-        debounce=g.debounce,
-        fast_path=fast_path_enabled(config.server.fast_path),
-    )
-    if servers is None:
-        servers = resolve_servers(config)
-    gate = ToolGate.from_config(config)  # the pin file and limits every tool list passes
-    gateway = Gateway(servers, parts.catalog, settings=settings, gate=gate)
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(gateway.redactor.filter())
-    return gateway

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from contextcore.catalog import Catalog
-from contextcore.config import BrokerConfig, load_config
-from contextcore.embedding import FastEmbedEmbedder
 from contextcore.errors import ContextCoreError
-from contextcore.evaluation import EvalReport, evaluate, load_queries
-from contextcore.factory import build_broker, build_search, default_model_dir, resolve_model_dir
+from contextcore.factory import build_search
 from contextcore.loaders import load_catalog_json
+from contextcore.services.evaluation import EvalReport, evaluate, load_queries
+from server.embedding import FastEmbedEmbedder, build_broker, default_model_dir, resolve_model_dir
+from server.settings import AppConfig, load_config
 
 from . import learning_cli
 from .gateway import GatewayError
@@ -248,7 +248,7 @@ def _eval_progress(line: str) -> None:
 def _cmd_eval(args: argparse.Namespace) -> int:
     ks = _parse_ks(args.k)
     if args.catalog is not None:
-        config = BrokerConfig(base_dir=Path.cwd())
+        config = AppConfig(base_dir=Path.cwd())
         catalog = Catalog(load_catalog_json(args.catalog))
         model_dir = args.model_dir or resolve_model_dir(config)
         embedder = FastEmbedEmbedder(config.search.model, model_dir=model_dir)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from contextcore.config import load_config
 from contextcore.errors import ContextCoreError
-from contextcore.factory import build_broker, resolve_model_dir
+from server.embedding import build_broker, resolve_model_dir
+from server.settings import load_config
 
 from .gateway import GatewayError
 from .gateway.trust import approve_hint

@@ -17,12 +17,12 @@ from mcp.shared.subscriptions import ToolsListChanged
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from contextcore.broker import ContextBroker
 from contextcore.call_record import call_messages, result_text
 from contextcore.catalog import Catalog
 from contextcore.errors import ContextCoreError
-from contextcore.history_service import HistoryService
 from contextcore.items import ItemRef, Tool
+from contextcore.services.broker import ContextBroker
+from contextcore.services.history import HistoryService
 from contextcore.usage import UsageRecorder
 from tools.gateway import (
     CALL_TOOL_DESCRIPTION,

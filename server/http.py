@@ -17,8 +17,8 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from contextcore.config import HttpConfig
 from contextcore.errors import ConfigError
+from server.settings import HttpConfig
 
 from .http_guard import LOOPBACK_HOSTS, GuardSettings, HttpGuard
 

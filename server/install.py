@@ -21,7 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from contextcore.config import load_config
+from server.settings import load_config
 
 __all__ = [
     "CLIENTS",

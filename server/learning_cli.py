@@ -8,11 +8,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from contextcore.config import BrokerConfig, load_config
-from contextcore.factory import BrokerParts, build_broker, build_learner
+from contextcore.factory import build_learner
 from contextcore.learning import LearningSettings, UsageLearner
 from contextcore.search import SearchEngine
 from contextcore.usage import UsageRecorder, read_usage_log
+from server.embedding import AppParts as BrokerParts
+from server.embedding import build_broker
+from server.settings import AppConfig, load_config
 
 __all__ = ["add_parsers", "cmd_forget", "cmd_learn", "learn_from_log"]
 
@@ -35,7 +37,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser, add_config: Any) -> N
     forget.add_argument("--session", default=None, help="one session id (default: all)")
 
 
-def _persistent_parts(config: BrokerConfig, *, embedder: bool) -> BrokerParts | None:
+def _persistent_parts(config: AppConfig, *, embedder: bool) -> BrokerParts | None:
     from .stores import build_store
 
     if config.persistence.backend == "memory":
@@ -76,7 +78,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
     return 0
 
 
-def learn_from_log(engine: SearchEngine, path: Path, config: BrokerConfig | None = None) -> int:
+def learn_from_log(engine: SearchEngine, path: Path, config: AppConfig | None = None) -> int:
     """Give ``engine`` a fresh learner taught by the log at ``path`` only; returns the
     requests learned."""
     rows = read_usage_log(path)

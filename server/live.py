@@ -7,17 +7,16 @@ from typing import Any
 
 import anyio
 
-from contextcore.factory import BrokerParts
-
-from .app import build_gateway
+from .embedding import AppParts
+from .runtime import build_gateway
 
 __all__ = ["gather_downstream"]
 
 
-def gather_downstream(parts: BrokerParts) -> list[dict[str, Any]]:
+def gather_downstream(parts: AppParts) -> list[dict[str, Any]]:
     """Connect to every configured server (each bounded by its timeout), put their tools in
     ``parts.catalog`` and return each server's status; [] when none is configured."""
-    gateway = build_gateway(parts.config, parts)
+    gateway = build_gateway(parts.config, parts.catalog)
     if gateway is None:
         return []
 

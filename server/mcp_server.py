@@ -14,11 +14,11 @@ from mcp.server.apps import EXTENSION_ID
 from mcp.server.subscriptions import ListenHandler
 
 from contextcore.assembly_model import AssemblyModelSpec
-from contextcore.broker import ContextBroker
 from contextcore.config import HistoryConfig
 from contextcore.context_text import NoTools
-from contextcore.history_service import HistoryService
 from contextcore.items import ItemRef
+from contextcore.services.broker import ContextBroker
+from contextcore.services.history import HistoryService
 from tools.analytics import GET_USAGE_STATS
 from tools.assembly import ASSEMBLY_TOOLS
 from tools.history import HISTORY_TOOLS

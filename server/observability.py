@@ -34,9 +34,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from contextcore.config import TelemetryConfig
 from contextcore.embedding import Embedder
-from contextcore.factory import BrokerParts
+from server.embedding import AppParts as BrokerParts
+from server.settings import TelemetryConfig
 
 from .gateway import Gateway
 
@@ -47,7 +47,6 @@ __all__ = [
     "build_tracer_provider",
     "health_routes",
     "http_routes",
-    "instrument",
     "readiness",
 ]
 
@@ -317,16 +316,6 @@ def health_routes(observer: Observer, ready: Callable[[], Readiness]) -> list[Ba
         Route("/readyz", endpoint=readyz, methods=["GET"]),
         Route("/metrics", endpoint=metrics, methods=["GET"]),
     ]
-
-
-def instrument(parts: BrokerParts, telemetry: TelemetryConfig) -> Observer:
-    """The server's observer; the broker's session store and search engine are wrapped so
-    their calls become child spans (and store failures are counted)."""
-    observer = Observer(build_tracer_provider(telemetry))
-    broker = parts.broker
-    broker.store = observer.traced("store", broker.store)
-    broker.search = observer.traced("search", broker.search)
-    return observer
 
 
 def _model_state(embedder: Embedder | None) -> tuple[str, str | None]:

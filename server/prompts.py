@@ -14,11 +14,11 @@ from typing import Any
 
 from mcp import MCPError, types
 
-from contextcore.broker import ContextBroker
 from contextcore.context_text import ToolDirectory, item_block
 from contextcore.errors import ContextCoreError
 from contextcore.presets import PRESET_NAMES
 from contextcore.render import sort_items
+from contextcore.services.broker import ContextBroker
 from contextcore.sessions import RequestContext
 
 __all__ = ["CONTEXT_PROMPT", "ContextPrompt"]

@@ -25,10 +25,11 @@ import anyio.to_thread
 from watchfiles import Change, awatch
 
 from contextcore.catalog import Catalog
-from contextcore.config import BrokerConfig, DownstreamConfig, load_config
 from contextcore.errors import ContextCoreError
-from contextcore.factory import BrokerParts, load_items, search_settings
+from contextcore.factory import load_items, search_settings
 from contextcore.items import ContextItem, ItemRef
+from server.embedding import AppParts as BrokerParts
+from server.settings import AppConfig, DownstreamConfig, load_config
 
 from .gateway import Gateway, GatewayError, resolve_servers
 
@@ -66,7 +67,7 @@ class ReloadReport:
 
 @dataclass(frozen=True)
 class _Plan:
-    config: BrokerConfig
+    config: AppConfig
     items: dict[ItemRef, ContextItem]
     servers: Mapping[str, DownstreamConfig]
 
@@ -183,7 +184,7 @@ class ConfigReloader:
         except Exception:  # a reload must never stop the server
             log.exception("config reload failed, the running config stays in force")
 
-    def _restart_needed(self, new: BrokerConfig) -> list[str]:
+    def _restart_needed(self, new: AppConfig) -> list[str]:
         old = self._started
         later = [s for s in _STARTUP_SECTIONS if getattr(old, s) != getattr(new, s)]
         later += [

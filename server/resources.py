@@ -11,10 +11,10 @@ from urllib.parse import quote, unquote, urlsplit
 import anyio.to_thread
 from mcp import MCPError, types
 
-from contextcore.broker import ContextBroker
 from contextcore.errors import ContextCoreError
 from contextcore.items import ItemRef, Reference, Rule
 from contextcore.render import render_markdown, summary_line
+from contextcore.services.broker import ContextBroker
 from contextcore.sessions import Session
 from tools.analytics import usage_payload
 from tools.catalog import catalog_rows

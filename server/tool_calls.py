@@ -15,11 +15,11 @@ from mcp.server import ServerRequestContext
 from pydantic import BaseModel, ValidationError
 
 from contextcore.assembly_model import AssemblyModelSpec
-from contextcore.broker import ContextBroker
 from contextcore.config import LimitsConfig
 from contextcore.context_text import NoTools, ToolDirectory
 from contextcore.errors import ContextCoreError
-from contextcore.history_service import HistoryService
+from contextcore.services.broker import ContextBroker
+from contextcore.services.history import HistoryService
 from tools._spec import ToolContext
 from tools.surface import ToolSpec
 

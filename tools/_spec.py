@@ -10,10 +10,10 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from contextcore.assembly_model import AssemblyModelSpec
-from contextcore.broker import ContextBroker
 from contextcore.context_text import NoTools, ToolDirectory
 from contextcore.history import SummarizerChain
-from contextcore.history_service import HistoryService
+from contextcore.services.broker import ContextBroker
+from contextcore.services.history import HistoryService
 
 __all__ = ["Args", "Out", "ToolContext", "ToolSpec"]
 

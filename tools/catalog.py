@@ -6,10 +6,10 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from contextcore.broker import ContextBroker
 from contextcore.context_text import ToolDirectory, item_block
 from contextcore.errors import CatalogError
 from contextcore.items import ContextItem, ItemRef, Tool
+from contextcore.services.broker import ContextBroker
 
 from ._models import ItemType, item_line
 from ._spec import Args, Out, ToolContext, ToolSpec

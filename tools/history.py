@@ -10,14 +10,14 @@ from pydantic import Field
 
 from contextcore.errors import HistoryError
 from contextcore.history import (
+    ConversationHistory,
     HistoryStats,
     PipelineReport,
-    SessionHistory,
     Summary,
     SummaryOutcome,
     TaskSnapshot,
 )
-from contextcore.history_service import SummaryResult
+from contextcore.services.history import SummaryResult
 
 from ._spec import Args, Out, ToolContext, ToolSpec
 
@@ -379,7 +379,7 @@ def _collapse(ctx: ToolContext, args: CollapseArgs) -> GroupsOut:
     return _groups(args.session_id, history)
 
 
-def _groups(session_id: str, history: SessionHistory) -> GroupsOut:
+def _groups(session_id: str, history: ConversationHistory) -> GroupsOut:
     groups = [
         GroupOut(name=g.name, message_ids=list(g.message_ids), description=g.description)
         for g in history.groups

@@ -6,10 +6,10 @@ from typing import Literal
 
 from pydantic import Field
 
-from contextcore.broker import ContextBroker
 from contextcore.context_text import Detail, render_context
 from contextcore.presets import PresetName
 from contextcore.render import summary_line
+from contextcore.services.broker import ContextBroker
 from contextcore.sessions import RequestContext
 
 from ._models import RequestItemOut, request_items

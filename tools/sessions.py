@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 from pydantic import Field
 
-from contextcore.broker import ContextBroker
 from contextcore.presets import PresetName
+from contextcore.services.broker import ContextBroker
 from contextcore.sessions import Session
 
 from ._models import ItemType, SessionItemOut, item_line, session_items

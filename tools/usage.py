@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from contextcore.broker import ContextBroker
+from contextcore.services.broker import ContextBroker
 from contextcore.usage import UsageRecorder
 
 from ._spec import Args, Out, ToolSpec

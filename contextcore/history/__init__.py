@@ -6,7 +6,7 @@ Errors are ``contextcore.errors.HistoryError`` (field names like ``messages[3].r
 
 Typical use::
 
-    history = append_messages(SessionHistory(), raw_messages)
+    history = append_messages(ConversationHistory(), raw_messages)
     history = update_summary(history, ExtractiveSummarizer()).history
     window = get_window(history, max_tokens=8000)
     window.messages, window.report.to_dict()
@@ -15,15 +15,8 @@ Typical use::
 from __future__ import annotations
 
 from .context import CollapseGroup, RunContext
-from .extractive import ExtractiveSummarizer
-from .filters import FilterDefinition, FilterRun
-from .messages import Message, Shape, ToolCall, ToolResult, detect_shape, parse_messages
-from .pipeline import FilterSpec, Pipeline, PipelineResult, build_pipeline, run_pipeline
-from .registry import FilterRegistry, default_registry
-from .repair import RepairOptions
-from .report import PipelineReport, StepReport
-from .session import (
-    SessionHistory,
+from .conversation import (
+    ConversationHistory,
     SummaryUpdate,
     append_messages,
     clear_history,
@@ -31,9 +24,16 @@ from .session import (
     update_snapshot,
     update_summary,
 )
+from .filters import FilterDefinition, FilterRun
+from .messages import Message, Shape, ToolCall, ToolResult, detect_shape, parse_messages
+from .pipeline import FilterSpec, Pipeline, PipelineResult, build_pipeline, run_pipeline
+from .registry import FilterRegistry, default_registry
+from .repair import RepairOptions
+from .report import PipelineReport, StepReport
 from .snapshot import TaskSnapshot
 from .stats import HistoryStats, history_stats
-from .summary import (
+from .summaries.extractive import ExtractiveSummarizer
+from .summaries.policy import (
     Summarizer,
     SummarizerChain,
     Summary,
@@ -48,6 +48,7 @@ from .window import HistoryWindow, get_window
 
 __all__ = [
     "CollapseGroup",
+    "ConversationHistory",
     "ExtractiveSummarizer",
     "FilterDefinition",
     "FilterRegistry",
@@ -61,7 +62,6 @@ __all__ = [
     "PipelineResult",
     "RepairOptions",
     "RunContext",
-    "SessionHistory",
     "Shape",
     "StepReport",
     "Summarizer",

@@ -1,9 +1,9 @@
 """A session's history state and the operations on it.
 
-:class:`SessionHistory` is an immutable value: every operation returns a new one. A store
+:class:`ConversationHistory` is an immutable value: every operation returns a new one. A store
 keeps it as separate records: the messages (validated once, when they enter), and a small
 state (``state_dict``: summary, collapsed groups, clear point, shape) and the snapshot;
-:meth:`SessionHistory.from_records` puts them back together without validating the
+:meth:`ConversationHistory.from_records` puts them back together without validating the
 messages again. ``to_dict`` / ``from_dict`` are the single-document format older stores
 wrote, read on migration. Messages are append-only; ids are assigned at append time from
 the message and its position in the session, so they never change afterwards.
@@ -19,7 +19,7 @@ from ..errors import HistoryError
 from .context import CollapseGroup
 from .messages import Message, Shape, detect_shape, make_message, parse_messages
 from .snapshot import TaskSnapshot
-from .summary import (
+from .summaries.policy import (
     Summarizer,
     SummarizerChain,
     Summary,
@@ -30,7 +30,7 @@ from .summary import (
 )
 
 __all__ = [
-    "SessionHistory",
+    "ConversationHistory",
     "SummaryUpdate",
     "append_messages",
     "check_group",
@@ -46,7 +46,7 @@ FORMAT_VERSION = 1
 
 
 @dataclass(frozen=True)
-class SessionHistory:
+class ConversationHistory:
     """Messages, collapsed groups, summary, task snapshot and clear point of one session."""
 
     messages: tuple[Message, ...] = ()
@@ -78,7 +78,7 @@ class SessionHistory:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> SessionHistory:
+    def from_dict(cls, data: Mapping[str, Any]) -> ConversationHistory:
         """Rebuild a state saved by :meth:`to_dict` (messages are validated again)."""
         raws = data.get("messages", [])
         messages = tuple(parse_messages(raws))
@@ -107,7 +107,7 @@ class SessionHistory:
         raws: Sequence[Mapping[str, Any]],
         state: Mapping[str, Any] | None,
         snapshot: Mapping[str, Any] | None,
-    ) -> SessionHistory:
+    ) -> ConversationHistory:
         """Rebuild from stored records; the messages were validated when they entered."""
         state = state or {}
         summary = state.get("summary")
@@ -137,7 +137,7 @@ def check_shape(messages: Sequence[Message], start: int, shape: Shape | None) ->
     return shape
 
 
-def append_messages(history: SessionHistory, raws: Sequence[object]) -> SessionHistory:
+def append_messages(history: ConversationHistory, raws: Sequence[object]) -> ConversationHistory:
     """Validate ``raws``, assign missing ids and append them.
 
     Raises ``HistoryError`` naming ``messages[i].field`` (``i`` counted in the session) for a
@@ -154,7 +154,7 @@ def append_messages(history: SessionHistory, raws: Sequence[object]) -> SessionH
     return replace(history, messages=history.messages + tuple(parsed), shape=shape)
 
 
-def collapse_messages(history: SessionHistory, group: CollapseGroup) -> SessionHistory:
+def collapse_messages(history: ConversationHistory, group: CollapseGroup) -> ConversationHistory:
     """Add ``group`` (replacing a group of the same name); unknown message ids are an error."""
     check_group(group, {m.id for m in history.messages})
     return with_group(history, group)
@@ -177,13 +177,13 @@ def check_group(group: CollapseGroup, known: Collection[str]) -> None:
         )
 
 
-def with_group(history: SessionHistory, group: CollapseGroup) -> SessionHistory:
+def with_group(history: ConversationHistory, group: CollapseGroup) -> ConversationHistory:
     """``history`` holding ``group``, replacing a group of the same name (ids unchecked)."""
     groups = (*(g for g in history.groups if g.name != group.name), group)
     return replace(history, groups=groups)
 
 
-def clear_history(history: SessionHistory) -> SessionHistory:
+def clear_history(history: ConversationHistory) -> ConversationHistory:
     """Clear the context: the next window is empty; later messages start afresh.
 
     Messages are kept (for stats and the record) but leave the conversation, and the
@@ -192,7 +192,7 @@ def clear_history(history: SessionHistory) -> SessionHistory:
     return replace(history, cleared_at=len(history.messages), summary=None)
 
 
-def update_snapshot(history: SessionHistory, update: Mapping[str, Any]) -> SessionHistory:
+def update_snapshot(history: ConversationHistory, update: Mapping[str, Any]) -> ConversationHistory:
     """Merge ``update`` (camelCase JSON) into the session's task snapshot."""
     current = history.snapshot or TaskSnapshot()
     return replace(history, snapshot=current.merge(update))
@@ -202,7 +202,7 @@ def update_snapshot(history: SessionHistory, update: Mapping[str, Any]) -> Sessi
 class SummaryUpdate:
     """The state after a summary attempt, what was planned and what the providers did."""
 
-    history: SessionHistory
+    history: ConversationHistory
     plan: SummaryPlan | None
     outcome: SummaryOutcome | None
 
@@ -213,7 +213,7 @@ class SummaryUpdate:
 
 
 def update_summary(
-    history: SessionHistory,
+    history: ConversationHistory,
     summarizer: Summarizer | SummarizerChain,
     policy: SummaryPolicy | None = None,
     *,

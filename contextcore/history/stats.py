@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .session import SessionHistory
+from .conversation import ConversationHistory
 from .tokens import Tokenizer, chars_per_4, window_tokens
 
 __all__ = ["HistoryStats", "history_stats"]
@@ -37,7 +37,7 @@ class HistoryStats:
 
 
 def history_stats(
-    history: SessionHistory, tokenizer: Tokenizer = chars_per_4, overhead: int = 8
+    history: ConversationHistory, tokenizer: Tokenizer = chars_per_4, overhead: int = 8
 ) -> HistoryStats:
     """Stats over every stored message (cleared ones included)."""
     return HistoryStats(

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from .context import RunContext
+from .conversation import ConversationHistory
 from .messages import Message, make_message, message_text
 from .pipeline import FilterSpec, Pipeline, build_pipeline
 from .registry import FilterRegistry
 from .report import PipelineReport
-from .session import SessionHistory
-from .summary import SummaryPolicy
+from .summaries.policy import SummaryPolicy
 from .units import safe_cut
 
 __all__ = ["ACKNOWLEDGEMENT", "HistoryWindow", "get_window", "text_only"]
@@ -51,7 +51,7 @@ class HistoryWindow:
 
 
 def get_window(
-    history: SessionHistory,
+    history: ConversationHistory,
     *,
     filters: FilterSpec | Pipeline = "general",
     max_tokens: int | None = None,

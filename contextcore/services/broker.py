@@ -8,13 +8,13 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from .assembly import context_messages
-from .catalog import Catalog
-from .errors import SearchInputError, SessionError
-from .items import ContextItem, ItemRef, ItemType, parse_item_type
-from .presets import PresetName, Selection, parse_preset, resolve
-from .search import SearchEngine, SearchResult
-from .sessions import (
+from ..assembly import context_messages
+from ..catalog import Catalog
+from ..errors import SearchInputError, SessionError
+from ..items import ContextItem, ItemRef, ItemType, parse_item_type
+from ..presets import PresetName, Selection, parse_preset, resolve
+from ..search import SearchEngine, SearchResult
+from ..sessions import (
     RequestContext,
     RequestItem,
     Session,
@@ -23,7 +23,7 @@ from .sessions import (
     new_request_id,
     new_session_id,
 )
-from .store import MemorySessionStore, SessionHeader, SessionStore, load_session
+from ..store import MemorySessionStore, SessionHeader, SessionStore, load_session
 
 __all__ = ["ContextBroker"]
 

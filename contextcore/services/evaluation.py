@@ -9,11 +9,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .catalog import Catalog
-from .errors import CatalogError
-from .items import ItemRef
-from .metrics import completeness_at, mrr, ndcg_at, recall_at
-from .search import SearchEngine
+from ..catalog import Catalog
+from ..errors import CatalogError
+from ..items import ItemRef
+from ..metrics import completeness_at, mrr, ndcg_at, recall_at
+from ..search import SearchEngine
 
 __all__ = [
     "EvalQuery",

@@ -21,11 +21,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .broker import ContextBroker
-from .config import HistoryConfig, LimitsConfig
-from .errors import HistoryError
-from .history import (
+from ..config import HistoryConfig, LimitsConfig
+from ..errors import HistoryError
+from ..history import (
     CollapseGroup,
+    ConversationHistory,
     ExtractiveSummarizer,
     FilterRegistry,
     FilterSpec,
@@ -34,7 +34,6 @@ from .history import (
     Message,
     PipelineResult,
     RunContext,
-    SessionHistory,
     Shape,
     SummarizerChain,
     Summary,
@@ -49,10 +48,11 @@ from .history import (
     parse_messages,
     plan_summary,
 )
-from .history.limits import check_append, check_label, check_snapshot, check_text
-from .history.session import check_group, check_shape, with_group
-from .history.summary import clip_to_tokens
-from .store import DuplicateRecord, MessageRecord
+from ..history.conversation import check_group, check_shape, with_group
+from ..history.limits import check_append, check_label, check_snapshot, check_text
+from ..history.summaries.policy import clip_to_tokens
+from ..store import DuplicateRecord, MessageRecord
+from .broker import ContextBroker
 
 __all__ = [
     "EXTRACTIVE",
@@ -148,13 +148,13 @@ class HistoryService:
 
     # -- reading and writing ------------------------------------------------------------
 
-    def history(self, session_id: str) -> SessionHistory:
+    def history(self, session_id: str) -> ConversationHistory:
         """The session's history (empty for a session that has none yet); reads every
         message, as stored."""
         sid = self.broker.require_session(session_id)
         store = self.broker.store
         raws = [m.raw for m in store.messages(sid)]
-        return SessionHistory.from_records(raws, store.history_state(sid), store.snapshot(sid))
+        return ConversationHistory.from_records(raws, store.history_state(sid), store.snapshot(sid))
 
     def shape(self, session_id: str) -> Shape | None:
         """The message shape the session uses, if known (reads the small state only)."""
@@ -162,12 +162,12 @@ class HistoryService:
         return (self.broker.store.history_state(sid) or {}).get("shape")
 
     def _update_state(
-        self, session_id: str, change: Callable[[SessionHistory], SessionHistory]
+        self, session_id: str, change: Callable[[ConversationHistory], ConversationHistory]
     ) -> None:
         """Apply ``change`` to the history state (not the messages) atomically."""
 
         def apply(current: dict[str, Any] | None) -> dict[str, Any]:
-            return change(SessionHistory.from_records((), current, None)).state_dict()
+            return change(ConversationHistory.from_records((), current, None)).state_dict()
 
         self.broker.store.update_history_state(session_id, apply)
 
@@ -270,7 +270,7 @@ class HistoryService:
         message_ids: Sequence[str],
         name: str,
         description: str | None = None,
-    ) -> SessionHistory:
+    ) -> ConversationHistory:
         """Collapse the named messages into one placeholder (same name: replaced)."""
         check_label(name, self.limits, "name")
         check_label(description, self.limits, "description")
@@ -281,7 +281,7 @@ class HistoryService:
         self._update_state(sid, lambda h: with_group(h, group))
         return self.history(sid)
 
-    def clear_history(self, session_id: str) -> SessionHistory:
+    def clear_history(self, session_id: str) -> ConversationHistory:
         """Clear the context: the next window carries no history; the summary is dropped."""
         sid = self.broker.require_session(session_id)
         count = self.broker.store.message_count(sid)
@@ -353,7 +353,7 @@ class HistoryService:
         new = Summary(text, plan.end, outcome.provider)
         stored: list[Summary | None] = []
 
-        def change(current: SessionHistory) -> SessionHistory:
+        def change(current: ConversationHistory) -> ConversationHistory:
             # Apply only if nobody summarized or cleared while the providers ran; the
             # store may run this again after a conflict, so only the last verdict counts.
             if current.summary != history.summary or current.cleared_at != history.cleared_at:

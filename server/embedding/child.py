@@ -3,7 +3,7 @@
 The onnxruntime arena grows with every batch it runs and is never given back; embedding a
 whole catalog in the serving process would leave it holding that memory for good. A child
 process embeds instead and exits, and the serving process keeps only the vectors. Run as
-``python -m contextcore.bulk_embed``: a JSON request on stdin, raw float32 rows on stdout.
+``python -m server.embedding.child``: a JSON request on stdin, raw float32 rows on stdout.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from .embedding import Vectors
-from .errors import ModelError
+from contextcore.embedding import Vectors
+from contextcore.errors import ModelError
 
 __all__ = ["embed_in_child"]
 
@@ -28,7 +28,7 @@ def embed_in_child(settings: dict[str, Any], texts: Sequence[str], *, timeout: f
     request = json.dumps({"settings": settings, "texts": list(texts)}).encode("utf-8")
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "contextcore.bulk_embed"],
+            [sys.executable, "-m", "server.embedding.child"],
             input=request,
             capture_output=True,
             timeout=timeout,
@@ -46,7 +46,7 @@ def embed_in_child(settings: dict[str, Any], texts: Sequence[str], *, timeout: f
 
 
 def _main() -> None:
-    from .embedding import FastEmbedEmbedder
+    from contextcore.fastembed import FastEmbedEmbedder
 
     request = json.loads(sys.stdin.buffer.read())
     settings = dict(request["settings"])

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from contextcore.config import load_config
+from server.settings import load_config
 
 from .errors import PinFileError
 from .pins import PinStore

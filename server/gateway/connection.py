@@ -27,7 +27,7 @@ from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.message import SessionMessage
 from pydantic import TypeAdapter, ValidationError
 
-from contextcore.config import DownstreamConfig
+from server.settings import DownstreamConfig
 
 from ..sdk_compat import ReadStream
 from .naming import sanitize

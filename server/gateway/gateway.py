@@ -22,8 +22,8 @@ import mcp_types as types
 from mcp.shared.dispatcher import ProgressFnT
 
 from contextcore.catalog import Catalog
-from contextcore.config import BrokerConfig, DownstreamConfig
 from contextcore.items import Tool
+from server.settings import AppConfig, DownstreamConfig
 
 from ._proxy import ResourceProxy
 from .connection import Connection
@@ -81,7 +81,7 @@ class Gateway:
         self._proxy = ResourceProxy(self._servers, self.redactor)
 
     @classmethod
-    def from_config(cls, config: BrokerConfig, catalog: Catalog, **kwargs: Any) -> Gateway:
+    def from_config(cls, config: AppConfig, catalog: Catalog, **kwargs: Any) -> Gateway:
         """A gateway for every server of ``config`` (``[servers.*]`` plus the servers file),
         its tools vetted against the config's pin file and limits."""
         kwargs.setdefault("gate", ToolGate.from_config(config))

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from contextcore.config import DownstreamConfig
+from server.settings import DownstreamConfig
 
 from .errors import SecretError
 

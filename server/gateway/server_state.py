@@ -20,8 +20,8 @@ import mcp_types as types
 from mcp import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
-from contextcore.config import DownstreamConfig
 from contextcore.items import Tool
+from server.settings import DownstreamConfig
 
 from .connection import Connection
 from .errors import (

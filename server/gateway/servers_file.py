@@ -33,7 +33,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from contextcore.config import BrokerConfig, DownstreamConfig
+from server.settings import AppConfig, DownstreamConfig
 
 from .errors import ServersFileError
 
@@ -207,7 +207,7 @@ def _disable(name: str, cfg: DownstreamConfig, why: str) -> DownstreamConfig:
 
 
 def resolve_servers(
-    config: BrokerConfig, environ: Mapping[str, str] | None = None
+    config: AppConfig, environ: Mapping[str, str] | None = None
 ) -> dict[str, DownstreamConfig]:
     """Every downstream server of a config: the servers file first, ``[servers.*]`` winning on
     a name clash; relative ``cwd`` values of config tables resolve against the config folder.

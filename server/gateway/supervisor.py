@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 
-from contextcore.config import DownstreamConfig
+from server.settings import DownstreamConfig
 
 from .connection import Connection, open_connection, read_tail, spool_stderr
 from .errors import GatewayError

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 import mcp_types as types
 
-from contextcore.config import BrokerConfig, DownstreamConfig
+from server.settings import AppConfig, DownstreamConfig
 
 from .errors import PinFileError
 from .pins import Pin, PinStore, definition_digest
@@ -131,7 +131,7 @@ class ToolGate:
         self.limits = limits or Limits()
 
     @classmethod
-    def from_config(cls, config: BrokerConfig) -> ToolGate:
+    def from_config(cls, config: AppConfig) -> ToolGate:
         """The gate of a config: its pin file (relative to the config folder) and limits."""
         g = config.gateway
         return cls(

@@ -14,14 +14,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from contextcore.config import BrokerConfig
 from contextcore.errors import ConfigError
 from contextcore.store import MemorySessionStore, SessionStore
+from server.settings import AppConfig
 
 __all__ = ["build_store", "check_store"]
 
 
-def _sqlite(config: BrokerConfig) -> SessionStore:
+def _sqlite(config: AppConfig) -> SessionStore:
     path = config.persistence.path
     if path is None:
         raise ConfigError(
@@ -34,7 +34,7 @@ def _sqlite(config: BrokerConfig) -> SessionStore:
     return SqliteSessionStore(config.resolve(path))
 
 
-def _url(config: BrokerConfig) -> str:
+def _url(config: AppConfig) -> str:
     p = config.persistence
     if not p.url:
         raise ConfigError(
@@ -47,20 +47,20 @@ def _url(config: BrokerConfig) -> str:
     return expand_url(p.url, os.environ)
 
 
-def _postgres(config: BrokerConfig) -> SessionStore:
+def _postgres(config: AppConfig) -> SessionStore:
     from .postgres import PostgresSessionStore
 
     return PostgresSessionStore(_url(config))
 
 
-def _redis(config: BrokerConfig) -> SessionStore:
+def _redis(config: AppConfig) -> SessionStore:
     from .redis import RedisSessionStore  # type: ignore[import-not-found,unused-ignore]
 
     store: SessionStore = RedisSessionStore(_url(config))
     return store
 
 
-_BACKENDS: dict[str, Callable[[BrokerConfig], SessionStore]] = {
+_BACKENDS: dict[str, Callable[[AppConfig], SessionStore]] = {
     "memory": lambda _config: MemorySessionStore(),
     "sqlite": _sqlite,
     "postgres": _postgres,
@@ -68,7 +68,7 @@ _BACKENDS: dict[str, Callable[[BrokerConfig], SessionStore]] = {
 }
 
 
-def build_store(config: BrokerConfig) -> SessionStore:
+def build_store(config: AppConfig) -> SessionStore:
     """The session store ``[persistence]`` names, opened and ready; ``ConfigError`` naming
     the path (or the URL without its secrets) when it cannot be used."""
     backend = config.persistence.backend

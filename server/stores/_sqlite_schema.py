@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from contextcore.errors import ConfigError, ContextCoreError
-from contextcore.history import SessionHistory
+from contextcore.history import ConversationHistory
 from contextcore.sessions import Session
 
 __all__ = ["SCHEMA_VERSION", "open_checked"]
@@ -210,13 +210,13 @@ def _copy_v1(db: sqlite3.Connection, path: Path) -> None:
         _write_v1_session(db, session, history)
 
 
-def _history_of(doc: dict[str, Any]) -> SessionHistory | None:
+def _history_of(doc: dict[str, Any]) -> ConversationHistory | None:
     data = (doc.get("extras") or {}).get("history")
-    return SessionHistory.from_dict(data) if data else None
+    return ConversationHistory.from_dict(data) if data else None
 
 
 def _write_v1_session(
-    db: sqlite3.Connection, session: Session, history: SessionHistory | None
+    db: sqlite3.Connection, session: Session, history: ConversationHistory | None
 ) -> None:
     sid = session.session_id
     removed = json.dumps([r.to_dict() for r in session.removed])

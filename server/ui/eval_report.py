@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from contextcore.errors import CatalogError
-from contextcore.evaluation import EvalReport, QueryResult, query_misses
 from contextcore.items import ItemRef
+from contextcore.services.evaluation import EvalReport, QueryResult, query_misses
 
 from .charts import bar_chart, esc, stacked_bars
 

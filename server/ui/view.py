@@ -8,8 +8,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from contextcore.broker import ContextBroker
 from contextcore.render import sort_items, summary_line
+from contextcore.services.broker import ContextBroker
 from contextcore.sessions import RequestContext, RequestItem
 from tools._spec import Args, Out, ToolSpec
 

@@ -13,8 +13,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from contextcore.broker import ContextBroker
 from contextcore.errors import ContextCoreError
+from contextcore.services.broker import ContextBroker
 from tools.analytics import usage_payload
 from tools.catalog import catalog_rows
 

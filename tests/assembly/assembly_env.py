@@ -12,15 +12,15 @@ from mcp import Client
 from mcp.server import Server
 
 from contextcore.assembly import AssemblyModelSpec
-from contextcore.broker import ContextBroker
 from contextcore.catalog import Catalog
 from contextcore.config import HistoryConfig
-from contextcore.embedding import HashEmbedder
-from contextcore.history_service import HistoryService
 from contextcore.items import Reference, Rule, Tool
 from contextcore.search import SearchEngine
+from contextcore.services.broker import ContextBroker
+from contextcore.services.history import HistoryService
 from server.mcp_server import build_server
 from tests.mcp_calls import call
+from tests.support.hash_embedder import HashEmbedder
 
 QUIET = HistoryConfig(auto_summarize=False)
 

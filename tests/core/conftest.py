@@ -4,11 +4,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from contextcore.broker import ContextBroker
 from contextcore.catalog import Catalog
-from contextcore.embedding import HashEmbedder
 from contextcore.items import Reference, Rule, Tool
 from contextcore.search import SearchEngine
+from contextcore.services.broker import ContextBroker
+from tests.support.hash_embedder import HashEmbedder
 
 
 def sample_items() -> list[Rule | Reference | Tool]:

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from contextcore.analytics import format_usage, sessions_of, usage_stats
-from contextcore.broker import ContextBroker
+from contextcore.services.broker import ContextBroker
 
 
 def test_usage_counts_inclusions_by_mode_scores_and_gaps(broker: ContextBroker) -> None:

@@ -2,12 +2,12 @@ from __future__ import annotations
 
 import pytest
 
-from contextcore.broker import ContextBroker
 from contextcore.catalog import Catalog
-from contextcore.embedding import HashEmbedder
 from contextcore.errors import CatalogError, SearchInputError, SessionError
 from contextcore.items import ItemRef
 from contextcore.search import SearchEngine
+from contextcore.services.broker import ContextBroker
+from tests.support.hash_embedder import HashEmbedder
 
 
 def keys(items) -> list[str]:

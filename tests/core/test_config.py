@@ -4,9 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from contextcore.config import load_config, parse_config
 from contextcore.errors import ConfigError
-from contextcore.factory import build_broker, load_items
+from contextcore.factory import load_items
+from server.embedding import build_broker
+from server.settings import load_config, parse_config
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from contextcore.catalog import Catalog
-from contextcore.embedding import HashEmbedder
 from contextcore.errors import CatalogError
-from contextcore.evaluation import EvalQuery, evaluate, load_queries
 from contextcore.items import Rule, Tool
 from contextcore.metrics import completeness_at, mrr, ndcg_at, recall_at
 from contextcore.search import SearchEngine
+from contextcore.services.evaluation import EvalQuery, evaluate, load_queries
+from tests.support.hash_embedder import HashEmbedder
 
 
 def test_metrics_on_a_known_ranking() -> None:

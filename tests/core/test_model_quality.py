@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from contextcore.catalog import Catalog
-from contextcore.config import BrokerConfig
-from contextcore.evaluation import evaluate, load_queries
-from contextcore.factory import build_embedder
 from contextcore.loaders import load_catalog_json
 from contextcore.search import SearchEngine
+from contextcore.services.evaluation import evaluate, load_queries
+from server.embedding import build_embedder
+from server.settings import AppConfig
 
 SETS = Path(__file__).resolve().parents[3] / "shared" / "benchmarks" / "metatool"
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.model
 
 @pytest.fixture(scope="module")
 def metatool() -> SearchEngine:
-    embedder = build_embedder(BrokerConfig())
+    embedder = build_embedder(AppConfig())
     assert embedder is not None
     engine = SearchEngine(Catalog(load_catalog_json(SETS / "catalog.json")), embedder)
     engine.index()
@@ -56,11 +56,10 @@ def test_big_batches_are_embedded_in_a_child_process_with_identical_vectors(
 ) -> None:
     import numpy as np
 
-    from contextcore import bulk_embed
-    from contextcore.embedding import FastEmbedEmbedder
-    from contextcore.factory import resolve_model_dir
+    from server.embedding import child as bulk_embed
+    from server.embedding import FastEmbedEmbedder, resolve_model_dir
 
-    model_dir = resolve_model_dir(BrokerConfig())
+    model_dir = resolve_model_dir(AppConfig())
     texts = [f"roll back deploy number {i} of the orders service" for i in range(40)]
     in_child = FastEmbedEmbedder(model_dir=model_dir, bulk_threshold=10)
     here = FastEmbedEmbedder(model_dir=model_dir, bulk_threshold=None)

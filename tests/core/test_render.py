@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from contextcore.broker import ContextBroker
 from contextcore.items import ItemRef
 from contextcore.render import render_markdown, summary_line
+from contextcore.services.broker import ContextBroker
 from contextcore.sessions import RequestItem
 
 

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from contextcore.catalog import Catalog
-from contextcore.embedding import HashEmbedder
 from contextcore.embedding_cache import SqliteEmbeddingCache
 from contextcore.errors import CatalogError, SearchInputError
 from contextcore.items import Reference, Rule, Tool
 from contextcore.search import SearchEngine, SearchSettings
+from tests.support.hash_embedder import HashEmbedder
 
 
 def test_the_item_sharing_the_query_words_ranks_first(engine: SearchEngine) -> None:

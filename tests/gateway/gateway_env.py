@@ -14,8 +14,8 @@ import anyio
 import pytest
 
 from contextcore.catalog import Catalog
-from contextcore.config import DownstreamConfig
 from server.gateway import Gateway, GatewaySettings
+from server.settings import DownstreamConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -14,11 +14,11 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.types import CallToolResult
 
 from contextcore.catalog import Catalog
-from contextcore.config import BrokerConfig, DownstreamConfig
-from contextcore.factory import build_embedder
 from contextcore.items import ItemRef
 from contextcore.search import SearchEngine
+from server.embedding import build_embedder
 from server.gateway import ExposedTool, GatewayError, GatewaySettings
+from server.settings import AppConfig, DownstreamConfig
 
 VALID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -39,7 +39,7 @@ async def test_all_tools_of_the_five_servers_are_gathered_and_searchable(tmp_pat
         assert all(VALID.match(n) for n in names)
         with anyio.fail_after(10):
             await gw.wait_until(lambda: bool(exposed) and len(exposed[-1]) == len(names))
-    engine = SearchEngine(catalog, build_embedder(BrokerConfig()))
+    engine = SearchEngine(catalog, build_embedder(AppConfig()))
     result = engine.search("What is the current time in Tokyo?", types=["tool"])
     assert result.mode == "hybrid", result.warnings
     assert result.hits[0].ref.server == "time", result.hits[:3]

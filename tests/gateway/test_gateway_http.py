@@ -11,7 +11,7 @@ from anyio.abc import Process
 from anyio.streams.text import TextReceiveStream
 from gateway_env import NODE_BIN, executable, free_port, running
 
-from contextcore.config import DownstreamConfig
+from server.settings import DownstreamConfig
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ import anyio
 from gateway_env import fixture_server, running
 
 from contextcore.catalog import Catalog
-from contextcore.config import DownstreamToolConfig
 from contextcore.items import ItemRef
 from server.gateway import ExposedTool
+from server.settings import DownstreamToolConfig
 
 VALID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 LONG = "describe_the_entire_repository_history_with_every_commit_message_in_full"

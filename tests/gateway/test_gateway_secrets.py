@@ -8,8 +8,8 @@ import anyio
 import pytest
 from gateway_env import everything_server, running, stdio
 
-from contextcore.config import DownstreamConfig
 from server.gateway import GatewayError, Redactor, SecretError, expand_server
+from server.settings import DownstreamConfig
 
 SECRET = "s3cr3t-Value-0042"
 

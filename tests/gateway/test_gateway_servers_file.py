@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from contextcore.config import parse_config
 from server.gateway import ServersFileError, load_servers_file, parse_servers, resolve_servers
+from server.settings import parse_config
 
 
 def test_claude_desktop_shape_gives_stdio_servers() -> None:

@@ -8,11 +8,12 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from contextcore.config import BrokerConfig, HistoryConfig, LimitsConfig
-from contextcore.embedding import HashEmbedder
-from contextcore.factory import build_broker
-from contextcore.history_service import HistoryService
+from contextcore.config import HistoryConfig, LimitsConfig
+from contextcore.services.history import HistoryService
+from server.embedding import build_broker
 from server.mcp_server import build_server
+from server.settings import AppConfig
+from tests.support.hash_embedder import HashEmbedder
 
 
 @pytest.fixture
@@ -21,7 +22,7 @@ def history_client() -> Callable[..., Client]:
     history tools and the given ``[limits]``."""
 
     def make(limits: LimitsConfig | None = None) -> Client:
-        broker = build_broker(BrokerConfig(), embedder=HashEmbedder()).broker
+        broker = build_broker(AppConfig(), embedder=HashEmbedder()).broker
         service = HistoryService(broker, HistoryConfig(), limits=limits)
         server: Any = build_server(broker, history=service)
         return Client(server)

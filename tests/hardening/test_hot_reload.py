@@ -16,12 +16,13 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters, stdio_client
 
-from contextcore.config import load_config
-from contextcore.embedding import HashEmbedder, Vectors
-from contextcore.factory import build_broker
+from contextcore.embedding import Vectors
+from server.embedding import build_broker
 from server.reload import ConfigReloader
+from server.settings import load_config
 from tests.mcp_calls import call, error
 from tests.server.broker_procs import BROKER, server_env
+from tests.support.hash_embedder import HashEmbedder
 
 TIME = Path(sys.executable).parent / "mcp-server-time"
 

@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 from mcp import Client, MCPError
 from mcp_types import Tool
 
-from contextcore.config import load_config
-from contextcore.embedding import HashEmbedder
-from contextcore.factory import build_broker
+from server.embedding import build_broker
 from server.mcp_server import build_server
+from server.settings import load_config
 from tests.server.broker_procs import write_config
+from tests.support.hash_embedder import HashEmbedder
 
 
 @dataclass

@@ -12,8 +12,8 @@ from history_builders import oa_assistant_calls, oa_call, oa_result, text
 from contextcore.errors import HistoryError
 from contextcore.history import (
     CollapseGroup,
+    ConversationHistory,
     ExtractiveSummarizer,
-    SessionHistory,
     SummarizerChain,
     SummaryPolicy,
     append_messages,
@@ -35,8 +35,8 @@ def _chat(count: int, start: int = 0) -> list[dict[str, Any]]:
     ]
 
 
-def _session(count: int) -> SessionHistory:
-    return append_messages(SessionHistory(), _chat(count))
+def _session(count: int) -> ConversationHistory:
+    return append_messages(ConversationHistory(), _chat(count))
 
 
 class _Fixed:
@@ -65,7 +65,7 @@ def test_append_reports_the_session_position_of_a_bad_message() -> None:
 
 
 def test_append_rejects_a_shape_different_from_the_session() -> None:
-    history = append_messages(SessionHistory(), [oa_result("a")])
+    history = append_messages(ConversationHistory(), [oa_result("a")])
     anthropic = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "b"}]}
 
     with pytest.raises(HistoryError, match="openai-style"):
@@ -107,7 +107,7 @@ def test_a_forced_summary_folds_whatever_is_due() -> None:
 
 def test_the_summary_cut_never_separates_a_call_from_its_results() -> None:
     messages = [*_chat(10), oa_assistant_calls(oa_call("a")), oa_result("a"), *_chat(5, 20)]
-    history = append_messages(SessionHistory(), messages)
+    history = append_messages(ConversationHistory(), messages)
 
     update = update_summary(history, _Fixed("S"))
 
@@ -186,7 +186,7 @@ def test_the_window_can_carry_only_roles_and_text() -> None:
         oa_assistant_calls(oa_call("a", path="x.py")),
         oa_result("a", "contents"),
     ]
-    window = get_window(append_messages(SessionHistory(), messages), only_text=True)
+    window = get_window(append_messages(ConversationHistory(), messages), only_text=True)
 
     assert window.messages == [
         {"role": "user", "content": "read it"},
@@ -236,7 +236,7 @@ def test_the_state_round_trips_through_plain_json() -> None:
     history = update_snapshot(history, {"goal": "g"})
     history = collapse_messages(history, CollapseGroup("g", (history.messages[0].id,), "d"))
 
-    restored = SessionHistory.from_dict(json.loads(json.dumps(history.to_dict())))
+    restored = ConversationHistory.from_dict(json.loads(json.dumps(history.to_dict())))
 
     assert restored.to_dict() == history.to_dict()
     assert get_window(restored).messages == get_window(history).messages

@@ -12,14 +12,15 @@ from fake_llm import FakeLLM
 from mcp import Client
 from mcp.server import Server
 
-from contextcore.broker import ContextBroker
-from contextcore.config import BrokerConfig, HistoryConfig, SummarizerConfig
-from contextcore.embedding import HashEmbedder
-from contextcore.factory import build_broker
-from contextcore.history_service import HistoryService
+from contextcore.config import HistoryConfig, SummarizerConfig
+from contextcore.services.broker import ContextBroker
+from contextcore.services.history import HistoryService
+from server.embedding import build_broker
 from server.mcp_server import build_server
+from server.settings import AppConfig
 from server.stores.sqlite import SqliteSessionStore
 from server.summarizers import SummarizerFactory
+from tests.support.hash_embedder import HashEmbedder
 
 KEY = "sk-test-secret-key-1234"
 
@@ -46,7 +47,7 @@ def build_env(
     if summarizer is not None:
         config = config.model_copy(update={"summarizer": summarizer})
     store = SqliteSessionStore(store_path) if store_path else None
-    broker = build_broker(BrokerConfig(), embedder=HashEmbedder(), store=store).broker
+    broker = build_broker(AppConfig(), embedder=HashEmbedder(), store=store).broker
     service = HistoryService(broker, config)
     summarizers = SummarizerFactory(
         config.summarizer, environ={"TEST_LLM_KEY": KEY} if environ is None else environ

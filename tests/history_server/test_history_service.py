@@ -10,13 +10,14 @@ from typing import Any
 import pytest
 from history_env import HistoryEnv, chat, tool_turn
 
-from contextcore.config import BrokerConfig, HistoryConfig
-from contextcore.embedding import HashEmbedder
+from contextcore.config import HistoryConfig
 from contextcore.errors import HistoryError, SessionError
-from contextcore.factory import build_broker
 from contextcore.history import SummarizerChain
-from contextcore.history_service import HistoryService
+from contextcore.services.history import HistoryService
+from server.embedding import build_broker
+from server.settings import AppConfig
 from server.stores.sqlite import SqliteSessionStore
+from tests.support.hash_embedder import HashEmbedder
 
 
 class Failing:
@@ -150,7 +151,7 @@ def test_everything_is_on_disk_when_each_call_returns_and_survives_a_restart(
 
     # A restart: a new store object and a new broker and service over the same file.
     store = SqliteSessionStore(path)
-    broker = build_broker(BrokerConfig(), embedder=HashEmbedder(), store=store).broker
+    broker = build_broker(AppConfig(), embedder=HashEmbedder(), store=store).broker
     service = HistoryService(broker, HistoryConfig())
     history = service.history(sid)
     assert [m.id for m in history.messages] == list(ids)
@@ -162,7 +163,7 @@ def test_everything_is_on_disk_when_each_call_returns_and_survives_a_restart(
     service.clear_history(sid)
     reloaded = HistoryService(
         build_broker(
-            BrokerConfig(), embedder=HashEmbedder(), store=SqliteSessionStore(path)
+            AppConfig(), embedder=HashEmbedder(), store=SqliteSessionStore(path)
         ).broker,
         HistoryConfig(),
     )

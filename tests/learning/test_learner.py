@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 from contextcore.catalog import Catalog
-from contextcore.embedding import HashEmbedder
 from contextcore.items import ItemRef, Rule
 from contextcore.learning import LearningSettings, UsageLearner
 from contextcore.search import SearchEngine
+from tests.support.hash_embedder import HashEmbedder
 
 QUERY = "how do I roll back a failed deployment"
 TARGET = ItemRef("rule", "incident-runbook")

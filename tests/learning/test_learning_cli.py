@@ -15,9 +15,9 @@ import anyio
 import pytest
 from mcp import Client
 
-from contextcore.config import load_config
-from contextcore.factory import build_broker
+from server.embedding import build_broker
 from server.mcp_server import build_server
+from server.settings import load_config
 from server.stores.sqlite import SqliteSessionStore
 
 BROKER = str(Path(sys.executable).parent / "context-broker")

@@ -13,12 +13,12 @@ from typing import Any
 import anyio
 from mcp import Client
 
-from contextcore.config import load_config
-from contextcore.embedding import HashEmbedder
-from contextcore.factory import build_broker
 from contextcore.usage import UsageRecorder
+from server.embedding import build_broker
 from server.mcp_server import build_server
+from server.settings import load_config
 from server.stores.sqlite import SqliteSessionStore
+from tests.support.hash_embedder import HashEmbedder
 
 BROKER = str(Path(sys.executable).parent / "context-broker")
 CONFIG = """

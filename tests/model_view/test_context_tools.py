@@ -11,10 +11,10 @@ import anyio
 import pytest
 from mcp import Client
 
-from contextcore.config import load_config
-from contextcore.embedding import HashEmbedder
-from contextcore.factory import build_broker
+from server.embedding import build_broker
 from server.mcp_server import build_server
+from server.settings import load_config
+from tests.support.hash_embedder import HashEmbedder
 
 CONFIG = """
 [search]

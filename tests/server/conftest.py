@@ -9,10 +9,10 @@ import pytest
 from broker_procs import write_config
 from mcp import Client
 
-from contextcore.config import BrokerConfig, load_config
-from contextcore.embedding import HashEmbedder
-from contextcore.factory import build_broker
+from server.embedding import build_broker
 from server.mcp_server import build_server
+from server.settings import AppConfig, load_config
+from tests.support.hash_embedder import HashEmbedder
 
 
 @pytest.fixture
@@ -21,12 +21,12 @@ def config_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def config(config_path: Path) -> BrokerConfig:
+def config(config_path: Path) -> AppConfig:
     return load_config(config_path, environ={})
 
 
 @pytest.fixture
-def make_client(config: BrokerConfig) -> Callable[..., Client]:
+def make_client(config: AppConfig) -> Callable[..., Client]:
     """``make_client(mode=...)`` → an in-memory client of a broker with the hash embedder."""
 
     def make(mode: str = "auto", **overrides: object) -> Client:

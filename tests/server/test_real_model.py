@@ -9,9 +9,9 @@ import pytest
 from broker_procs import write_config
 from mcp import Client
 
-from contextcore.config import load_config
-from contextcore.factory import build_broker, resolve_model_dir
+from server.embedding import build_broker, resolve_model_dir
 from server.mcp_server import build_server
+from server.settings import load_config
 
 pytestmark = pytest.mark.model
 

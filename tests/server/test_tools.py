@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from mcp import Client, MCPError
 
-from contextcore.config import BrokerConfig
-from contextcore.embedding import HashEmbedder
-from contextcore.factory import build_broker
+from server.embedding import build_broker
 from server.mcp_server import build_server
+from server.settings import AppConfig
 from tests.mcp_calls import call, error
+from tests.support.hash_embedder import HashEmbedder
 
 TOOLS = {
     "create_session",
@@ -285,7 +285,7 @@ async def test_legacy_hosts_can_set_the_log_level(make_client: Callable[..., Cli
             await client.set_logging_level("debug")
 
 
-async def test_a_failing_embedder_still_builds_the_request_context(config: BrokerConfig) -> None:
+async def test_a_failing_embedder_still_builds_the_request_context(config: AppConfig) -> None:
     parts = build_broker(config, embedder=HashEmbedder(fail=True))
     async with Client(build_server(parts.broker)) as client:
         sid = (await call(client, "create_session"))["session_id"]

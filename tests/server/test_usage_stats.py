@@ -9,11 +9,11 @@ from pathlib import Path
 from broker_procs import BROKER, write_config
 from mcp import Client
 
-from contextcore.config import load_config
-from contextcore.embedding import HashEmbedder
-from contextcore.factory import build_broker
-from server.stores.sqlite import SqliteSessionStore
+from server.embedding import build_broker
 from server.mcp_server import build_server
+from server.settings import load_config
+from server.stores.sqlite import SqliteSessionStore
+from tests.support.hash_embedder import HashEmbedder
 
 
 async def test_usage_stats_tool_and_resource_report_inclusions(tmp_path: Path) -> None:

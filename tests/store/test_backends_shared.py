@@ -11,15 +11,15 @@ import redis
 from mcp import Client
 from servers import PostgresServer, RedisServer
 
-from contextcore.config import load_config
-from contextcore.embedding import HashEmbedder
 from contextcore.errors import ConfigError
-from contextcore.factory import build_broker
 from contextcore.store import StoreError, StoreUnavailable
+from server.embedding import build_broker
 from server.mcp_server import build_server
+from server.settings import load_config
 from server.stores import build_store
 from tests.mcp_calls import call
 from tests.server.broker_procs import write_config
+from tests.support.hash_embedder import HashEmbedder
 
 
 def _config(folder: Path, backend: str, url: str) -> Path:

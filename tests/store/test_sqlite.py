@@ -17,23 +17,24 @@ from pathlib import Path
 import pytest
 from _writer import append_many
 
-from contextcore.config import BrokerConfig, HistoryConfig
-from contextcore.embedding import HashEmbedder
+from contextcore.config import HistoryConfig
 from contextcore.errors import ConfigError
-from contextcore.factory import build_broker
 from contextcore.history import (
     CollapseGroup,
-    SessionHistory,
+    ConversationHistory,
     Summary,
     collapse_messages,
     update_snapshot,
 )
 from contextcore.history import append_messages as history_append
-from contextcore.history_service import HistoryService
 from contextcore.items import ItemRef
+from contextcore.services.history import HistoryService
 from contextcore.sessions import RequestContext, RequestItem, Session, SessionItem, new_session_id
 from contextcore.store import SessionHeader
+from server.embedding import build_broker
+from server.settings import AppConfig
 from server.stores.sqlite import SqliteSessionStore
+from tests.support.hash_embedder import HashEmbedder
 
 WRITER = Path(__file__).with_name("_writer.py")
 REPO = Path(__file__).resolve().parents[2]
@@ -129,7 +130,7 @@ def test_every_acknowledged_write_survives_sigkill_of_the_writer(tmp_path: Path)
 # -- migration -------------------------------------------------------------------------
 
 
-def _v1_file(path: Path) -> tuple[Session, SessionHistory]:
+def _v1_file(path: Path) -> tuple[Session, ConversationHistory]:
     """A file in the previous format: one ``sessions`` table of JSON documents."""
     sid = new_session_id()
     raws: list[object] = [
@@ -144,7 +145,7 @@ def _v1_file(path: Path) -> tuple[Session, SessionHistory]:
         {"role": "tool", "tool_call_id": "c1", "content": "tests/x.py:3"},
         {"role": "assistant", "content": "it is tests/x.py"},
     ]
-    history = history_append(SessionHistory(), raws)
+    history = history_append(ConversationHistory(), raws)
     ids = [m.id for m in history.messages]
     history = collapse_messages(history, CollapseGroup("search", tuple(ids[1:3]), "grep"))
     history = update_snapshot(history, {"goal": "green tests", "completedActions": ["grep"]})
@@ -189,7 +190,7 @@ def test_a_file_of_the_previous_format_is_migrated_without_loss(tmp_path: Path) 
     path = tmp_path / "old.sqlite3"
     session, history = _v1_file(path)
     store = SqliteSessionStore(path)
-    parts = build_broker(BrokerConfig(), embedder=HashEmbedder(), store=store)
+    parts = build_broker(AppConfig(), embedder=HashEmbedder(), store=store)
     broker, service = parts.broker, HistoryService(parts.broker, HistoryConfig())
     sid = session.session_id
     assert len(store.list_session_ids()) == 2
@@ -335,7 +336,7 @@ async def test_a_store_file_lost_while_serving_makes_writes_fail_as_tool_errors(
 
     path = tmp_path / "sessions.sqlite3"
     store = SqliteSessionStore(path)
-    parts = build_broker(BrokerConfig(), embedder=HashEmbedder(), store=store)
+    parts = build_broker(AppConfig(), embedder=HashEmbedder(), store=store)
     service = HistoryService(parts.broker, HistoryConfig())
     server = build_server(parts.broker, history=service)
     async with Client(server) as client:

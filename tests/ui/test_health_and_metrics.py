@@ -14,11 +14,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from ui_env import TOKEN, call_tool, http_broker, write_config
 
-from contextcore.config import load_config
-from contextcore.embedding import HashEmbedder
-from contextcore.factory import build_broker
+from server.embedding import build_broker
 from server.mcp_server import build_server
 from server.observability import Observer
+from server.settings import load_config
+from tests.support.hash_embedder import HashEmbedder
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 

@@ -14,9 +14,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .messages import make_message, text_parts
-from .summary import clip_to_tokens
-from .tokens import Tokenizer, chars_per_4
+from ..messages import make_message, text_parts
+from ..tokens import Tokenizer, chars_per_4
+from .policy import clip_to_tokens
 
 __all__ = ["ExtractiveSummarizer"]
 

@@ -17,10 +17,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from ..errors import HistoryError
-from .messages import Message, message_text
-from .tokens import Tokenizer, chars_per_4
-from .units import safe_cut
+from ...errors import HistoryError
+from ..messages import Message, message_text
+from ..tokens import Tokenizer, chars_per_4
+from ..units import safe_cut
 
 __all__ = [
     "Summarizer",

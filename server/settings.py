@@ -1,0 +1,150 @@
+"""The server's settings: the domain's ``BrokerConfig`` plus the transport tables.
+
+One TOML file holds both and is loaded once, by :func:`load_config` (the domain's loader run
+against :class:`AppConfig`): unknown keys are rejected with the table named, secrets are never
+echoed, ``CONTEXT_BROKER_<SECTION>__<KEY>`` environment variables override single keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from contextcore import config as domain
+from contextcore.config import BrokerConfig, ConfigModel
+from contextcore.items import IncludeMode
+
+__all__ = [
+    "AppConfig",
+    "DownstreamConfig",
+    "DownstreamToolConfig",
+    "GatewayConfig",
+    "HttpConfig",
+    "ServerConfig",
+    "TelemetryConfig",
+    "load_config",
+    "parse_config",
+]
+
+
+class HttpConfig(ConfigModel):
+    """Streamable HTTP and SSE transport settings."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(8765, ge=0, le=65535)
+    auth_token: str | None = None
+    auth_token_env: str | None = None
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+    max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)
+    session_idle_timeout: float = Field(300.0, gt=0)
+
+
+class ServerConfig(ConfigModel):
+    """The broker's own server settings."""
+
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    max_message_chars: int = Field(1_000_000, ge=1)
+    watch_config: bool = False
+    # Forwarded calls answered straight from the stdio wire and the downstream fast lane;
+    # off, every request goes through the MCP SDK's sessions (CONTEXT_BROKER_FAST_PATH=0).
+    fast_path: bool = True
+    http: HttpConfig = HttpConfig()
+
+
+class GatewayConfig(ConfigModel):
+    """How downstream connections are kept alive."""
+
+    backoff_base: float = Field(0.5, gt=0)
+    backoff_max: float = Field(30.0, gt=0)
+    debounce: float = Field(0.25, ge=0)
+    record_max_chars: int = Field(20_000, ge=100)
+    startup_budget: float = Field(5.0, ge=0)
+    pin_file: Path = Path("context-broker.pins.json")
+    max_description_chars: int = Field(2_000, ge=100)
+    max_tools_per_server: int = Field(200, ge=1)
+
+
+class TelemetryConfig(ConfigModel):
+    """OpenTelemetry traces: one span per tool call, exported over OTLP/HTTP when
+    ``otlp_endpoint`` is set (e.g. ``http://localhost:4318/v1/traces``)."""
+
+    otlp_endpoint: str = ""
+    service_name: str = "context-broker"
+
+
+class DownstreamToolConfig(ConfigModel):
+    """Per-tool overrides of one downstream server; a disabled tool is neither listed,
+    selected nor callable."""
+
+    include: IncludeMode | None = None
+    enabled: bool = True
+
+
+class DownstreamConfig(ConfigModel):
+    """One downstream MCP server: ``command`` (stdio) or ``url`` (http or sse)."""
+
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: Path | None = None
+    url: str | None = None
+    transport: Literal["stdio", "http", "sse"] | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    include: IncludeMode | None = None
+    enabled: bool = True
+    timeout: float = Field(30.0, gt=0)
+    record_calls: bool = True
+    call_policy: Literal["any", "selected"] = "any"
+    trust: Literal["pin", "auto", "strict"] = "pin"
+    max_tools: int | None = Field(None, ge=1)
+    max_description_chars: int | None = Field(None, ge=100)
+    tools: dict[str, DownstreamToolConfig] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_target(self) -> DownstreamConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("set exactly one of 'command' (stdio) or 'url' (http/sse)")
+        if self.command is not None and self.transport not in (None, "stdio"):
+            raise ValueError(f"transport {self.transport!r} needs 'url', not 'command'")
+        if self.url is not None and self.transport == "stdio":
+            raise ValueError("transport 'stdio' needs 'command', not 'url'")
+        return self
+
+    @property
+    def kind(self) -> Literal["stdio", "http", "sse"]:
+        """The transport actually used."""
+        if self.command is not None:
+            return "stdio"
+        return self.transport if self.transport in ("http", "sse") else "http"
+
+
+class AppConfig(BrokerConfig):
+    """The whole config file: the domain's tables and the server's, every one with defaults."""
+
+    server: ServerConfig = ServerConfig()
+    gateway: GatewayConfig = GatewayConfig()
+    telemetry: TelemetryConfig = TelemetryConfig()
+    servers: dict[str, DownstreamConfig] = Field(default_factory=dict)
+    mcp_servers_file: Path | None = None
+
+
+def parse_config(
+    data: Mapping[str, Any],
+    *,
+    base_dir: Path,
+    source: str = "config",
+    environ: Mapping[str, str] | None = None,
+) -> AppConfig:
+    """Validate a config mapping; raise ``ConfigError`` naming every bad key."""
+    return domain.parse_config(
+        data, base_dir=base_dir, source=source, environ=environ, schema=AppConfig
+    )
+
+
+def load_config(path: Path, *, environ: Mapping[str, str] | None = None) -> AppConfig:
+    """Read and validate a TOML config file."""
+    return domain.load_config(path, environ=environ, schema=AppConfig)
