@@ -12,7 +12,7 @@ count of learned requests; 0 below ``min_evidence``), so an item without history
 as it did without learning. Learning lifts only the learned items among the owners of the best
 ``4 * _CANDIDATES`` chunks by hybrid score, so a search costs a constant on top of today's
 (one partial sort, which the search then reuses to pick its top chunks; a product with at most
-200 centroid rows; one with the recent requests of at most 5 items), whatever the number of
+128 centroid rows; one with the recent requests of at most 5 items), whatever the number of
 learned items; with nothing learned it costs nothing.
 
 State is kept in contiguous float32 matrices updated in place and grown by doubling: one row
@@ -46,7 +46,7 @@ __all__ = ["LearningSettings", "UsageLearner", "decode_vector", "encode_vector"]
 
 _EVIDENCE_HALF = 5.0  # learned requests at which an item gets half the full weight
 _CENTROID_SHARE = 0.75
-_CANDIDATES = 50  # best items by hybrid score that learning may lift
+_CANDIDATES = 32  # learning may lift the learned items among the best 4 * 32 chunks
 _VOTERS = 5  # of those, the best after the centroid also get the nearest-request vote
 _REMEMBERED_QUERIES = 512
 _MAX_EXPONENT = 60.0  # rebase decayed sums before their scale leaves float32's range
