@@ -23,6 +23,7 @@ import json
 import random
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -193,7 +194,9 @@ def record_cost(events: int = 300) -> None:
             "sqlite": SqliteSessionStore(Path(tmp) / "sessions.db"),
         }
         for label, store in stores.items():
-            catalog = Catalog(synthetic_tools(200, ["alpha", "beta", "gamma"], random.Random(1)))
+            # Agent tools, so a turn selects a few of them (top_n) as a real one does.
+            tools = synthetic_tools(200, ["alpha", "beta", "gamma"], random.Random(1))
+            catalog = Catalog([replace(t, include="agent") for t in tools])
             learner = UsageLearner()
             engine = SearchEngine(catalog, RandomEmbedder(), learner=learner)
             broker = ContextBroker(catalog, engine, store=store)
