@@ -170,7 +170,7 @@ async def test_bad_item_arguments_name_the_field(make_client: Callable[..., Clie
         assert "name: no rule named 'ghost'" in await error(
             client, "add_context_item", **base, type="rule", name="ghost"
         )
-        assert "server: server is required" in await error(
+        assert "server is required for a tool" in await error(
             client, "add_context_item", **base, type="tool", name="t"
         )
         assert "type: Input should be" in await error(
@@ -179,7 +179,7 @@ async def test_bad_item_arguments_name_the_field(make_client: Callable[..., Clie
         assert "request_id: no request" in await error(
             client, "get_request_context", **base, request_id="r_missing"
         )
-        assert "message: message must be a non-empty text" in await error(
+        assert "build_request_context: message must be a non-empty text" in await error(
             client, "build_request_context", **base, message=""
         )
         # Nothing was half-written by the failed calls.
@@ -202,7 +202,7 @@ async def test_a_message_over_the_limit_is_refused_clearly_and_not_recorded(
     async with make_client() as client:
         sid = (await call(client, "create_session"))["session_id"]
         text = await error(client, "build_request_context", session_id=sid, message="a" * 1_000_001)
-        assert "message: message of 1000001 characters exceeds the limit of 1000000" in text
+        assert "message of 1000001 characters exceeds the limit of 1000000 (server.max_message_chars)" in text
         assert "server.max_message_chars" in text
         assert (await call(client, "list_turns", session_id=sid))["turns"] == []
 
