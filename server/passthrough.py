@@ -58,11 +58,6 @@ class DirectCalls:
         self._tg = tg
         self._write = write
 
-    @property
-    def inflight(self) -> int:
-        """Calls forwarded and not yet answered."""
-        return len(self._inflight)
-
     def take(self, line: bytes) -> bool:
         """Handle ``line`` here (True) or leave it to the SDK (False)."""
         if self._tg is None:

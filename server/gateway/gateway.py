@@ -27,9 +27,6 @@ from server.settings import AppConfig, DownstreamConfig
 
 from ._proxy import ResourceProxy
 from .connection import Connection
-from .errors import (
-    GatewayError,
-)
 from .models import ExposedTool, GatewaySettings, ServerStatus
 from .naming import assign_names
 from .secrets import Redactor
@@ -76,7 +73,6 @@ class Gateway:
         self._names: dict[tuple[str, str], str] = {}
         self._by_exposed: dict[str, tuple[str, str]] = {}
         self._exposed_fingerprint: tuple[Any, ...] = ()
-        self._changed = anyio.Event()
         self._tg: anyio.abc.TaskGroup | None = None
         self._proxy = ResourceProxy(self._servers, self.redactor)
 
@@ -105,7 +101,6 @@ class Gateway:
                 redactor=self.redactor,
                 environ=self._environ,
                 on_tools=self._apply_tools,
-                on_change=self._changed_now,
             )
             self._tg.start_soon(supervisor.run, name=f"gateway:{server.name}")
         if self.gate.pins.path is not None:
@@ -135,21 +130,11 @@ class Gateway:
         """Enabled servers whose first connection attempt has not finished yet."""
         return [s.name for s in self._servers if not s.first_attempt_done.is_set()]
 
-    async def wait_until(self, predicate: Callable[[], bool]) -> None:
-        """Wait until ``predicate()`` holds; re-checked after every status or tool change.
-        Bound it with ``anyio.fail_after``."""
-        while not predicate():
-            await self._changed.wait()
-
     # -- status and tools ------------------------------------------------------------------
 
     def status(self) -> list[ServerStatus]:
         """One row per configured server, by name."""
         return [s.status() for s in self._servers]
-
-    def server_status(self, server: str) -> ServerStatus:
-        """The status of one server; ``UnknownServerError`` if it is not configured."""
-        return self._servers.get(server).status()
 
     def tools(self) -> list[ExposedTool]:
         """Every known downstream tool (any include mode, connected or not), by exposed name."""
@@ -211,10 +196,6 @@ class Gateway:
         """``(server, original tool name)`` of an exposed name, or None."""
         return self._by_exposed.get(exposed_name)
 
-    async def refresh(self, server: str) -> None:
-        """Ask for a tool-list refresh of one server (debounced like ``list_changed``)."""
-        self._servers.get(server).refresh_wanted.set()
-
     # -- calls -----------------------------------------------------------------------------
 
     async def call_tool(
@@ -269,15 +250,6 @@ class Gateway:
         if self.redactor.contains_secret(result):
             return self.redactor.redact_json(result)  # type: ignore[no-any-return]
         return result
-
-    async def call_exposed(
-        self, name: str, arguments: dict[str, Any] | None = None, **kwargs: Any
-    ) -> types.CallToolResult:
-        """Call a tool by its exposed ``<server>__<tool>`` name."""
-        target = self.resolve(name)
-        if target is None:
-            raise GatewayError(f"no downstream tool is exposed as {name!r}", tool=name)
-        return await self.call_tool(*target, arguments, **kwargs)
 
     # -- resources and prompts --------------------------------------------------------------
 
@@ -351,7 +323,6 @@ class Gateway:
             for server in self._servers:
                 if server.listing:
                     self._admit(server, server.listing)
-            self._changed_now()
             self._notify_exposed()
 
     def _rename(self) -> None:
@@ -383,8 +354,3 @@ class Gateway:
     def _set(self, server: ServerState, **changes: Any) -> None:
         for key, value in changes.items():
             setattr(server, key, value)
-        self._changed_now()
-
-    def _changed_now(self) -> None:
-        self._changed.set()
-        self._changed = anyio.Event()

@@ -37,8 +37,7 @@ class Supervisor:
     """Runs one server's connect → serve → reconnect loop; reports through callbacks.
 
     ``on_tools(server, tools, connection)`` is called after every successful listing (the
-    gateway updates the catalog and marks the server connected); ``on_change()`` after every
-    other state change.
+    gateway updates the catalog and marks the server connected).
     """
 
     def __init__(
@@ -49,19 +48,16 @@ class Supervisor:
         redactor: Redactor,
         environ: Mapping[str, str],
         on_tools: ToolsFn,
-        on_change: Callable[[], None],
     ) -> None:
         self.server = server
         self.settings = settings
         self.redactor = redactor
         self.environ = environ
         self.on_tools = on_tools
-        self.on_change = on_change
 
     def _set(self, **changes: Any) -> None:
         for key, value in changes.items():
             setattr(self.server, key, value)
-        self.on_change()
 
     async def run(self) -> None:
         try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from contextcore.catalog import Catalog
-from server.gateway import Gateway, GatewaySettings
+from server.gateway import Gateway, GatewaySettings, ServerStatus
 from server.settings import DownstreamConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,6 +71,17 @@ async def running(
         with anyio.fail_after(90):
             await gw.wait_ready()
         yield gw
+
+
+def status_of(gw: Gateway, name: str) -> ServerStatus:
+    """One server's row of ``gw.status()``."""
+    return next(s for s in gw.status() if s.name == name)
+
+
+async def until(predicate: Callable[[], bool]) -> None:
+    """Poll ``predicate`` until it holds; the caller bounds it with ``anyio.fail_after``."""
+    while not predicate():
+        await anyio.sleep(0.02)
 
 
 def child_pids(needle: str) -> list[int]:

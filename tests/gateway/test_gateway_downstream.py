@@ -9,7 +9,15 @@ from typing import Any
 
 import anyio
 import pytest
-from gateway_env import child_pids, everything_server, five_servers, running, time_server
+from gateway_env import (
+    child_pids,
+    everything_server,
+    five_servers,
+    running,
+    status_of,
+    time_server,
+    until,
+)
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.types import CallToolResult
 
@@ -38,7 +46,7 @@ async def test_all_tools_of_the_five_servers_are_gathered_and_searchable(tmp_pat
         assert names == sorted(names) and len(set(names)) == len(names)
         assert all(VALID.match(n) for n in names)
         with anyio.fail_after(10):
-            await gw.wait_until(lambda: bool(exposed) and len(exposed[-1]) == len(names))
+            await until(lambda: bool(exposed) and len(exposed[-1]) == len(names))
     engine = SearchEngine(catalog, build_embedder(AppConfig()))
     result = engine.search("What is the current time in Tokyo?", types=["tool"])
     assert result.mode == "hybrid", result.warnings
@@ -128,8 +136,8 @@ async def test_a_killed_downstream_is_reported_and_comes_back() -> None:
 
         os.kill(pid, signal.SIGKILL)
         with anyio.fail_after(10):
-            await gw.wait_until(lambda: not gw.server_status("time").connected)
-        status = gw.server_status("time")
+            await until(lambda: not status_of(gw, "time").connected)
+        status = status_of(gw, "time")
         assert status.last_error and status.state == "reconnecting"
         with pytest.raises(GatewayError, match="'time'") as info:
             await gw.call_tool("time", "get_current_time", {"timezone": "UTC"})
@@ -139,8 +147,8 @@ async def test_a_killed_downstream_is_reported_and_comes_back() -> None:
         echo = await gw.call_tool("everything", "echo", {"message": "still here"})
         assert "still here" in echo.content[0].text  # type: ignore[union-attr]
         with anyio.fail_after(40):
-            await gw.wait_until(lambda: gw.server_status("time").connected)
-        assert gw.server_status("time").reconnects >= 1
+            await until(lambda: status_of(gw, "time").connected)
+        assert status_of(gw, "time").reconnects >= 1
         result = await gw.call_tool("time", "get_current_time", {"timezone": "UTC"})
         assert not result.is_error
 
@@ -157,16 +165,16 @@ async def test_a_server_that_never_answers_does_not_hold_up_the_others() -> None
     started = anyio.current_time()
     async with Gateway(servers, _Catalog()) as gw:
         with anyio.fail_after(hang_timeout):
-            await gw.wait_until(lambda: gw.server_status("time").connected)
-        assert gw.server_status("hang").state == "starting"
+            await until(lambda: status_of(gw, "time").connected)
+        assert status_of(gw, "hang").state == "starting"
         assert any(t.server == "time" for t in gw.exposed_tools())
         with anyio.fail_after(hang_timeout + 2):
             await gw.wait_ready()
         assert anyio.current_time() - started < hang_timeout + 1.5
         with anyio.fail_after(10):
-            await gw.wait_until(lambda: gw.server_status("hang").last_error is not None)
-        assert "8s" in (gw.server_status("hang").last_error or "")
-        assert gw.server_status("time").connected
+            await until(lambda: status_of(gw, "hang").last_error is not None)
+        assert "8s" in (status_of(gw, "hang").last_error or "")
+        assert status_of(gw, "time").connected
 
 
 def _never_answers(timeout: float) -> DownstreamConfig:

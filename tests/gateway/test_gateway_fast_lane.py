@@ -7,7 +7,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from gateway_env import fixture_server, running
+from gateway_env import fixture_server, running, status_of, until
 
 from server.gateway import GatewayError, GatewaySettings
 
@@ -38,7 +38,7 @@ async def test_a_timed_out_call_is_an_error_naming_server_and_tool_and_is_cancel
         await wait_for_mark(marker, "late")  # the courtesy cancel reached the server
         again = await gw.call_tool_json("slow", "wait", {"seconds": 0, "tag": "after"})
         assert again["content"][0]["text"] == "waited 0s after"
-        assert gw.server_status("slow").reconnects == 0  # a timeout keeps the connection
+        assert status_of(gw, "slow").reconnects == 0  # a timeout keeps the connection
 
 
 async def test_a_caller_that_gives_up_cancels_the_downstream_request(tmp_path: Path) -> None:
@@ -60,8 +60,8 @@ async def test_a_server_dying_mid_call_fails_that_call_and_is_reconnected() -> N
             await gw.call_tool_json("slow", "die", {})
         assert (info.value.server, info.value.tool) == ("slow", "die")
         with anyio.fail_after(30):
-            await gw.wait_until(lambda: gw.server_status("slow").reconnects >= 1)
-            await gw.wait_until(lambda: gw.server_status("slow").connected)
+            await until(lambda: status_of(gw, "slow").reconnects >= 1)
+            await until(lambda: status_of(gw, "slow").connected)
         result = await gw.call_tool_json("slow", "wait", {"seconds": 0, "tag": "back"})
         assert result["content"][0]["text"] == "waited 0s back"
 

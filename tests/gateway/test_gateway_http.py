@@ -9,7 +9,7 @@ import anyio
 import pytest
 from anyio.abc import Process
 from anyio.streams.text import TextReceiveStream
-from gateway_env import NODE_BIN, executable, free_port, running
+from gateway_env import NODE_BIN, executable, free_port, running, status_of
 
 from server.settings import DownstreamConfig
 
@@ -40,7 +40,7 @@ async def test_everything_over_streamable_http_lists_calls_reads_and_prompts(
 ) -> None:
     servers = {"web": DownstreamConfig(url=everything_http, transport="http", timeout=20)}
     async with running(servers) as gw:
-        status = gw.server_status("web")
+        status = status_of(gw, "web")
         assert status.connected and status.transport == "http", status.to_dict()
         assert any(t.name == "web__get-tiny-image" for t in gw.exposed_tools())
         image = await gw.call_tool("web", "get-tiny-image", {})

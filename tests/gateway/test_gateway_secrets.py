@@ -6,7 +6,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from gateway_env import everything_server, running, stdio
+from gateway_env import everything_server, running, status_of, stdio, until
 
 from server.gateway import GatewayError, Redactor, SecretError, expand_server
 from server.settings import DownstreamConfig
@@ -68,13 +68,13 @@ async def test_a_secret_never_appears_in_results_errors_status_or_logs(
         assert "API_TOKEN" in text and "***" in text
         lane = json.dumps(await gw.call_tool_json("everything", "get-env", {}))
         assert "API_TOKEN" in lane and "***" in lane
-        broken = gw.server_status("broken")
+        broken = status_of(gw, "broken")
         assert broken.state != "connected" and broken.last_error
         with pytest.raises(GatewayError) as info:
             await gw.call_tool("broken", "anything", {})
         assert "broken" in str(info.value)
         with anyio.fail_after(10):
-            await gw.wait_until(lambda: gw.server_status("broken").reconnects >= 1)
+            await until(lambda: status_of(gw, "broken").reconnects >= 1)
         statuses = json.dumps([s.to_dict() for s in gw.status()])
     for shown in (text, lane, statuses, str(info.value), broken.last_error, caplog.text):
         assert SECRET not in shown
