@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from .catalog import Catalog
 from .config import BrokerConfig, InlineItem
@@ -19,7 +20,7 @@ from .learning import LearningSettings, UsageLearner
 from .loaders import load_catalog_json, load_markdown_dir, load_markdown_file
 from .search import SearchEngine, SearchSettings
 from .services.broker import ContextBroker
-from .store import SessionStore
+from .store import MemorySessionStore, SessionStore
 
 __all__ = [
     "BrokerParts",
@@ -140,13 +141,20 @@ def build_broker(
     embedder: Embedder | None,
     store: SessionStore | None = None,
     max_message_chars: int = 1_000_000,
+    trace: Callable[[str, Any], Any] | None = None,
 ) -> BrokerParts[Config]:
-    """Load the catalog and wire search and sessions (``embedder`` None: lexical search only)."""
+    """Load the catalog and wire search and sessions (``embedder`` None: lexical search only).
+    ``trace(kind, target)``, when given, wraps the session store (``"store"``) and the search
+    engine (``"search"``) the broker calls, e.g. in spans; ``parts.search`` is the engine."""
     catalog = Catalog(load_items(config))
     search = build_search(config, catalog, embedder, store)
     search.learner = build_learner(config)
+    store = store or MemorySessionStore()
     broker = ContextBroker(
-        catalog, search, store=store, max_message_chars=max_message_chars
+        catalog,
+        trace("search", search) if trace is not None else search,
+        store=trace("store", store) if trace is not None else store,
+        max_message_chars=max_message_chars,
     )
     if search.learner is not None:
         from .usage import UsageRecorder

@@ -67,9 +67,10 @@ def serve(
     runtime = build_runtime(config, config_path)
     _log_serving(runtime.parts, transport)
     _load_model_in_background(runtime.parts)
-    if guard is None:
+    if transport == "stdio":
         _run(runtime, _serve_stdio, runtime.server, runtime.direct)
         return 0
+    assert guard is not None
     app = build_http_app(
         runtime.server,
         transport,
@@ -114,4 +115,3 @@ def _load_model_in_background(parts: AppParts) -> None:
             log.info("embedding model %s ready (%s)", embedder.model_name, embedder.status().source)
 
     threading.Thread(target=load, name="model-load", daemon=True).start()
-

@@ -12,7 +12,6 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -28,17 +27,11 @@ from . import learning_cli
 from .gateway import GatewayError
 from .install import CLIENTS, InstallError, install
 from .model_setup import prepare_model_dir
+from .version import broker_version
 
 __all__ = ["main"]
 
 log = logging.getLogger(__name__)
-
-
-def _version() -> str:
-    try:
-        return version("mcp-context-broker")
-    except PackageNotFoundError:  # running from a source tree
-        return "0+unknown"
 
 
 CONFIG_ENV = "CONTEXT_BROKER_CONFIG"
@@ -62,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="context-broker",
         description="An MCP server that chooses the rules, references and tools for each request.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {broker_version()}")
     log_help = "log level of this run (logs go to stderr); overrides [server] log_level"
     parser.add_argument("--log-level", default=None, choices=_LOG_LEVELS, help=log_help)
     # Also accepted after the subcommand; SUPPRESS keeps a value given before it.
@@ -71,7 +64,21 @@ def _parser() -> argparse.ArgumentParser:
         "--log-level", default=argparse.SUPPRESS, choices=_LOG_LEVELS, help=log_help
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    _serve_parser(sub, common)
+    _check_parser(sub, common)
+    _eval_parser(sub, common)
+    _stats_parser(sub, common)
+    _tools_parser(sub)
+    learning_cli.add_parsers(sub, common, _add_config)
+    _install_parser(sub)
+    setup = sub.add_parser(
+        "setup-model", help="prepare the embedding model without a model hub", parents=[common]
+    )
+    setup.add_argument("--dest", type=Path, default=None, help="target directory")
+    return parser
 
+
+def _serve_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     serve = sub.add_parser("serve", help="run the MCP server", parents=[common])
     _add_config(serve)
     serve.add_argument("--transport", choices=["stdio", "http", "sse"], default="stdio")
@@ -84,6 +91,8 @@ def _parser() -> argparse.ArgumentParser:
         "server.http.allowed_hosts",
     )
 
+
+def _check_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     check = sub.add_parser(
         "check",
         help="validate a config and report what it loads",
@@ -94,6 +103,8 @@ def _parser() -> argparse.ArgumentParser:
     _add_config(check)
     check.add_argument("--json", action="store_true", help="print one JSON object")
 
+
+def _eval_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     ev = sub.add_parser("eval", help="measure retrieval quality on a query set", parents=[common])
     source = ev.add_mutually_exclusive_group(required=True)
     source.add_argument("--catalog", type=Path, help="a catalog JSON file")
@@ -124,6 +135,8 @@ def _parser() -> argparse.ArgumentParser:
         help="also write a self-contained HTML report (metrics, charts, misses) to FILE",
     )
 
+
+def _stats_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     stats = sub.add_parser(
         "stats",
         help="inclusion and usage analytics from the session store, with suggested include modes",
@@ -132,16 +145,6 @@ def _parser() -> argparse.ArgumentParser:
     _add_config(stats)
     stats.add_argument("--session", default=None, help="one session id (default: all)")
     stats.add_argument("--json", action="store_true", help="print one JSON object")
-
-    _tools_parser(sub)
-    learning_cli.add_parsers(sub, common, _add_config)
-    _install_parser(sub)
-
-    setup = sub.add_parser(
-        "setup-model", help="prepare the embedding model without a model hub", parents=[common]
-    )
-    setup.add_argument("--dest", type=Path, default=None, help="target directory")
-    return parser
 
 
 def _tools_parser(sub: Any) -> None:
@@ -322,7 +325,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def _cmd_stats(args: argparse.Namespace) -> int:
     from tools.analytics import usage_payload
 
-    from .app import build_store
+    from .stores import build_store
 
     config = load_config(args.config)
     if config.persistence.backend == "memory":

@@ -41,7 +41,7 @@ from .observability import Observer
 from .sdk_compat import connection_key
 from .tool_calls import describe_validation_error, error_result
 
-__all__ = ["GatewayDirectory", "GatewaySurface"]
+__all__ = ["GatewayDirectory", "GatewaySurface", "HostNotifier"]
 
 log = logging.getLogger(__name__)
 
@@ -95,41 +95,16 @@ class GatewayDirectory:
         )
 
 
-class GatewaySurface:
-    """Routes host requests to the gateway and tells hosts when exposed tools change."""
+class HostNotifier:
+    """Tells hosts that the exposed tools changed: on the 2026-era subscription stream
+    (:attr:`bus`) and with ``tools/list_changed`` to each handshake-era connection that
+    listed tools. Built before the gateway, which calls :meth:`exposed_changed`."""
 
-    def __init__(
-        self,
-        gateway: Gateway,
-        broker: ContextBroker,
-        *,
-        history: HistoryService | None = None,
-        record: Mapping[str, bool] | None = None,
-        record_max_chars: int = 20_000,
-        startup_budget: float = 5.0,
-        observer: Observer | None = None,
-    ) -> None:
-        self.gateway = gateway
-        self.observer = observer or Observer()
-        self.broker = broker
-        self.history = history
-        self.directory = GatewayDirectory(gateway, broker.catalog)
-        self.usage = UsageRecorder(broker)
-        self._record = dict(record or {})
-        self._record_max_chars = record_max_chars
-        self._startup_budget = startup_budget
+    def __init__(self) -> None:
         self.bus = InMemorySubscriptionBus()
         # One session object per host connection (the SDK makes one per request; each sends
         # on its connection's standalone stream), the most recent connections first kept.
         self._sessions: OrderedDict[int, ServerSession] = OrderedDict()
-        # Per handshake-era connection: the exposed names of the tools its latest request
-        # context selected, listed to that host beside the ``always`` tools.
-        self._selected: OrderedDict[int, tuple[str, ...]] = OrderedDict()
-        gateway.on_exposed_change = self._exposed_changed
-        self._fixed = [
-            _tool(CALL_TOOL, CALL_TOOL_DESCRIPTION, CallToolArgs, None),
-            _tool(LIST_SERVERS, LIST_SERVERS_DESCRIPTION, ListServersArgs, ListServersResult),
-        ]
 
     def remember(self, session: ServerSession | None) -> None:
         """Keep a host connection that may want ``tools/list_changed`` later."""
@@ -140,6 +115,53 @@ class GatewaySurface:
         self._sessions.move_to_end(key)
         while len(self._sessions) > _MAX_LISTENERS:
             self._sessions.popitem(last=False)
+
+    async def exposed_changed(self, exposed: list[ExposedTool]) -> None:
+        """Announce a new list of directly exposed tools to every host."""
+        log.info("exposed downstream tools changed (%d now); notifying hosts", len(exposed))
+        await self.bus.publish(ToolsListChanged())
+        for key, session in list(self._sessions.items()):
+            try:
+                with anyio.fail_after(5):
+                    await session.send_tool_list_changed()
+            except Exception as exc:  # a host that went away must not stop the others
+                log.debug("could not send tools/list_changed: %s", exc)
+                self._sessions.pop(key, None)
+
+
+class GatewaySurface:
+    """Routes host requests to the gateway; ``notifier`` is the one the gateway was given
+    as its ``on_exposed_change`` (see :func:`server.runtime.build_runtime`)."""
+
+    def __init__(
+        self,
+        gateway: Gateway,
+        broker: ContextBroker,
+        *,
+        history: HistoryService,
+        notifier: HostNotifier,
+        record: Mapping[str, bool] | None = None,
+        record_max_chars: int = 20_000,
+        startup_budget: float = 5.0,
+        observer: Observer | None = None,
+    ) -> None:
+        self.gateway = gateway
+        self.observer = observer or Observer()
+        self.broker = broker
+        self.history = history
+        self.notifier = notifier
+        self.directory = GatewayDirectory(gateway, broker.catalog)
+        self.usage = UsageRecorder(broker)
+        self._record = dict(record or {})
+        self._record_max_chars = record_max_chars
+        self._startup_budget = startup_budget
+        # Per handshake-era connection: the exposed names of the tools its latest request
+        # context selected, listed to that host beside the ``always`` tools.
+        self._selected: OrderedDict[int, tuple[str, ...]] = OrderedDict()
+        self._fixed = [
+            _tool(CALL_TOOL, CALL_TOOL_DESCRIPTION, CallToolArgs, None),
+            _tool(LIST_SERVERS, LIST_SERVERS_DESCRIPTION, ListServersArgs, ListServersResult),
+        ]
 
     async def startup(self) -> list[str]:
         """Wait for the first gathering of downstream servers, at most the startup budget
@@ -236,7 +258,7 @@ class GatewaySurface:
         result = await self._forward(server, tool, arguments, session if wants_progress else None)
         if session_id is not None and not result.is_error:  # used for the session's last turn
             await self._learn_use(session_id, ItemRef("tool", tool, server))
-        if session_id is not None and self.history is not None and self._record.get(server, True):
+        if session_id is not None and self._record.get(server, True):
             await self._record_call(session_id, tool, arguments, result)
         return result
 
@@ -313,7 +335,6 @@ class GatewaySurface:
         """Append the call and its (size-limited) result to the session's history; a failure
         here is logged and never fails the call itself."""
         history = self.history
-        assert history is not None
         content = [b.model_dump(by_alias=True, mode="json") for b in result.content]
         text, _ = result_text(content, result.structured_content, self._record_max_chars)
 
@@ -356,14 +377,3 @@ class GatewaySurface:
             content=[types.TextContent(type="text", text=render_servers(out))],
             structured_content=out.model_dump(mode="json"),
         )
-
-    async def _exposed_changed(self, exposed: list[ExposedTool]) -> None:
-        log.info("exposed downstream tools changed (%d now); notifying hosts", len(exposed))
-        await self.bus.publish(ToolsListChanged())
-        for key, session in list(self._sessions.items()):
-            try:
-                with anyio.fail_after(5):
-                    await session.send_tool_list_changed()
-            except Exception as exc:  # a host that went away must not stop the others
-                log.debug("could not send tools/list_changed: %s", exc)
-                self._sessions.pop(key, None)

@@ -19,11 +19,7 @@ from contextcore.context_text import NoTools
 from contextcore.items import ItemRef
 from contextcore.services.broker import ContextBroker
 from contextcore.services.history import HistoryService
-from tools.analytics import GET_USAGE_STATS
-from tools.assembly import ASSEMBLY_TOOLS
-from tools.history import HISTORY_TOOLS
-from tools.surface import CONTEXT_TOOLS, ToolSpec
-from tools.usage import USAGE_TOOLS
+from tools.surface import BROKER_TOOLS, CONTEXT_TOOLS, ToolSpec
 
 from .gateway_surface import GatewaySurface
 from .observability import Observer
@@ -52,7 +48,7 @@ _NEEDS_DOWNSTREAM_TOOLS = frozenset(
         "list_session_context",
     }
 )
-TOOLS = (*CONTEXT_TOOLS, *HISTORY_TOOLS, *ASSEMBLY_TOOLS, GET_USAGE_STATS, *USAGE_TOOLS, APP_TOOL)
+TOOLS = (*BROKER_TOOLS, APP_TOOL)
 INSTRUCTIONS = (
     "Call create_session once per conversation and keep its session_id. Before answering each "
     "user message, call build_request_context(session_id, message): its text holds the rules "
@@ -83,18 +79,17 @@ def build_server(
     broker: ContextBroker,
     *,
     version: str = "",
-    downstream: GatewaySurface | None = None,
+    surface: GatewaySurface | None = None,
     history: HistoryService | None = None,
     summarizers: SummarizerFactory | None = None,
     models: Mapping[str, AssemblyModelSpec] | None = None,
     observer: Observer | None = None,
 ) -> Server[Any]:
     """An MCP server exposing ``broker``'s tools and resources on any transport, its history
-    tools, and, with ``downstream``, the gateway's tools, resources and prompts."""
+    tools, and, with ``surface``, the gateway's tools, resources and prompts (``surface``
+    records proxied calls in its own history service: pass the same one as ``history``)."""
     history = history or HistoryService(broker, HistoryConfig())
-    if downstream is not None and downstream.history is None:
-        downstream.history = history
-    directory = downstream.directory if downstream is not None else NoTools()
+    directory = surface.directory if surface is not None else NoTools()
     runner = ToolRunner(
         broker,
         TOOLS,
@@ -104,44 +99,73 @@ def build_server(
         directory=directory,
         observer=observer,
     )
-    reader = ResourceReader(broker)
+    prompt = ContextPrompt(broker, directory)
+    server: Server[Any] = Server(
+        SERVER_NAME,
+        version=version,
+        instructions=INSTRUCTIONS,
+        get_tool_input_schema=lambda name: (
+            runner.specs[name].input_schema() if name in runner.specs else None
+        ),
+        **_tool_handlers(runner, surface),
+        **_resource_handlers(ResourceReader(broker), surface),
+        **_prompt_handlers(prompt, surface),
+    )
+    _add_logging(server)
+    server.extensions[EXTENSION_ID] = {}  # MCP Apps: tools point at ui:// views
+    if surface is not None:
+        # Tell handshake-era hosts that the tool list can change (the SDK's transports ask
+        # the server for its options without passing any).
+        server.create_initialization_options = functools.partial(  # type: ignore[method-assign]
+            server.create_initialization_options,
+            notification_options=NotificationOptions(tools_changed=True),
+        )
+    return server
+
+
+def _tool_handlers(runner: ToolRunner, surface: GatewaySurface | None) -> dict[str, Any]:
+    """``tools/list`` and ``tools/call``: the broker's tools, then the gateway's."""
     tool_list = list_tools(TOOLS)
-    prompt = ContextPrompt(broker, directory, runner.run_locked)
 
     async def on_list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        if downstream is None:
+        if surface is None:
             return types.ListToolsResult(tools=tool_list)
-        downstream.remember(ctx.session)
-        return types.ListToolsResult(tools=[*tool_list, *await downstream.tools(ctx.session)])
+        surface.notifier.remember(ctx.session)
+        return types.ListToolsResult(tools=[*tool_list, *await surface.tools(ctx.session)])
 
     async def on_call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         spec = runner.specs.get(params.name)
         if spec is not None:
-            if downstream is not None and spec.name in _NEEDS_DOWNSTREAM_TOOLS:
-                await downstream.startup()
+            if surface is not None and spec.name in _NEEDS_DOWNSTREAM_TOOLS:
+                await surface.startup()
             result = await runner.call(spec, params.arguments or {}, ctx)
-            if downstream is not None and spec.name == "build_request_context":
-                await downstream.context_built(ctx.session, _tool_refs(result))
+            if surface is not None and spec.name == "build_request_context":
+                await surface.context_built(ctx.session, _tool_refs(result))
             return result
-        if downstream is not None and downstream.handles(params.name):
-            return await downstream.call(
-                params.name, params.arguments or {}, ctx.session, params.meta
-            )
+        if surface is not None and surface.handles(params.name):
+            return await surface.call(params.name, params.arguments or {}, ctx.session, params.meta)
         names = ", ".join(runner.specs)
         raise MCPError(
             types.INVALID_PARAMS,
             f"unknown tool {params.name[:100]!r}; this server has: {names}"
-            + (" and the tools list_tools shows" if downstream is not None else ""),
+            + (" and the tools list_tools shows" if surface is not None else ""),
         )
+
+    return {"on_list_tools": on_list_tools, "on_call_tool": on_call_tool}
+
+
+def _resource_handlers(reader: ResourceReader, surface: GatewaySurface | None) -> dict[str, Any]:
+    """The broker's ``context://`` resources, then the downstream servers' (wrapped as
+    ``downstream://<server>/...``)."""
 
     async def on_list_resources(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        extra = await downstream.gateway.list_resources() if downstream is not None else []
+        extra = await surface.gateway.list_resources() if surface is not None else []
         return types.ListResourcesResult(resources=[*reader.list(), *extra])
 
     async def on_list_templates(
@@ -153,34 +177,15 @@ def build_server(
         ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
         uri = str(params.uri)
-        if downstream is not None and uri.startswith("downstream://"):
-            return await _downstream_call(downstream.gateway.read_resource(uri))
+        if surface is not None and uri.startswith("downstream://"):
+            return await _downstream_call(surface.gateway.read_resource(uri))
         return await reader.read(uri)
 
-    server: Server[Any] = Server(
-        SERVER_NAME,
-        version=version,
-        instructions=INSTRUCTIONS,
-        get_tool_input_schema=lambda name: (
-            runner.specs[name].input_schema() if name in runner.specs else None
-        ),
-        on_list_tools=on_list_tools,
-        on_call_tool=on_call_tool,
-        on_list_resources=on_list_resources,
-        on_list_resource_templates=on_list_templates,
-        on_read_resource=on_read_resource,
-        **_prompt_handlers(prompt, downstream),
-    )
-    _add_logging(server)
-    server.extensions[EXTENSION_ID] = {}  # MCP Apps: tools point at ui:// views
-    if downstream is not None:
-        # Tell handshake-era hosts that the tool list can change (the SDK's transports ask
-        # the server for its options without passing any).
-        server.create_initialization_options = functools.partial(  # type: ignore[method-assign]
-            server.create_initialization_options,
-            notification_options=NotificationOptions(tools_changed=True),
-        )
-    return server
+    return {
+        "on_list_resources": on_list_resources,
+        "on_list_resource_templates": on_list_templates,
+        "on_read_resource": on_read_resource,
+    }
 
 
 async def _downstream_call(awaitable: Awaitable[T]) -> T:
@@ -204,14 +209,14 @@ def _tool_refs(result: types.CallToolResult) -> list[ItemRef]:
     ]
 
 
-def _prompt_handlers(prompt: ContextPrompt, downstream: GatewaySurface | None) -> dict[str, Any]:
+def _prompt_handlers(prompt: ContextPrompt, surface: GatewaySurface | None) -> dict[str, Any]:
     """The broker's ``context`` prompt, then the downstream servers' prompts (and, with
     downstream servers, the ``subscriptions/listen`` stream)."""
 
     async def on_list_prompts(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
-        extra = await downstream.gateway.list_prompts() if downstream is not None else []
+        extra = await surface.gateway.list_prompts() if surface is not None else []
         return types.ListPromptsResult(prompts=[CONTEXT_PROMPT, *extra])
 
     async def on_get_prompt(
@@ -219,16 +224,16 @@ def _prompt_handlers(prompt: ContextPrompt, downstream: GatewaySurface | None) -
     ) -> types.GetPromptResult:
         if params.name == CONTEXT_PROMPT.name:
             return await prompt.get(params.arguments)
-        if downstream is None:
+        if surface is None:
             raise MCPError(
                 types.INVALID_PARAMS,
                 f"unknown prompt {params.name[:100]!r}; this server has: {CONTEXT_PROMPT.name}",
             )
-        return await _downstream_call(downstream.gateway.get_prompt(params.name, params.arguments))
+        return await _downstream_call(surface.gateway.get_prompt(params.name, params.arguments))
 
     handlers: dict[str, Any] = {"on_list_prompts": on_list_prompts, "on_get_prompt": on_get_prompt}
-    if downstream is not None:  # the 2026-era stream that announces tool list changes
-        handlers["on_subscriptions_listen"] = ListenHandler(downstream.bus)
+    if surface is not None:  # the 2026-era stream that announces tool list changes
+        handlers["on_subscriptions_listen"] = ListenHandler(surface.notifier.bus)
     return handlers
 
 

@@ -1,0 +1,137 @@
+"""The composition root: everything ``serve`` runs, built once from the config.
+
+:func:`build_runtime` builds, in order: the observer (metrics, tracing), the session store, the
+broker (catalog, embedder, search, sessions; its store and search engine wrapped in the
+observer's spans before the broker gets them), the hosts' ``tools/list_changed`` notifier, the
+gateway (which calls that notifier), the config reloader, the history service, the
+host-facing gateway surface, the MCP server, the stdio pass-through and the HTTP routes. Each
+object receives its collaborators in its constructor; the transports only run what is built.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mcp.server import Server
+from starlette.routing import BaseRoute
+
+from contextcore import factory
+from contextcore.catalog import Catalog
+from contextcore.services.history import HistoryService
+
+from .embedding import AppParts, build_embedder
+from .gateway import ExposedChangeFn, Gateway, GatewaySettings, ToolGate, resolve_servers
+from .gateway_surface import GatewaySurface, HostNotifier
+from .mcp_server import build_server
+from .observability import Observer, build_tracer_provider, http_routes
+from .passthrough import DirectCalls
+from .reload import ConfigReloader
+from .sdk_compat import fast_path_enabled
+from .settings import AppConfig, DownstreamConfig
+from .stores import build_store
+from .summarizers import SummarizerFactory
+from .version import broker_version
+
+__all__ = ["Runtime", "build_gateway", "build_runtime"]
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """The built broker server: what the stdio and HTTP transports run."""
+
+    config: AppConfig
+    parts: AppParts
+    observer: Observer
+    history: HistoryService
+    gateway: Gateway | None
+    """The downstream connections (None: the config names no server)."""
+    surface: GatewaySurface | None
+    reloader: ConfigReloader
+    server: Server[Any]
+    direct: DirectCalls | None
+    """The stdio pass-through of plain forwarded calls (None: no gateway, or fast path off)."""
+    routes: list[BaseRoute]
+    """What the HTTP transport serves beside ``/mcp``: health, metrics, ``/ui/``."""
+
+
+def build_runtime(config: AppConfig, config_path: Path) -> Runtime:
+    """Build the whole broker server from ``config`` (read from ``config_path``, which the
+    reloader reads again on SIGHUP or edits). Nothing is started: no connection, no thread."""
+    observer = Observer(build_tracer_provider(config.telemetry))
+    parts = factory.build_broker(
+        config,
+        embedder=build_embedder(config),
+        store=build_store(config),
+        max_message_chars=config.server.max_message_chars,
+        trace=observer.traced,
+    )
+    servers = resolve_servers(config) if _has_servers(config) else {}
+    notifier = HostNotifier()
+    gateway = build_gateway(config, parts.catalog, servers, notifier.exposed_changed)
+    reloader = ConfigReloader(config_path, parts, gateway)  # before downstream tools arrive
+    history = HistoryService(parts.broker, config.history, limits=config.limits)
+    surface = None
+    if gateway is not None:
+        surface = GatewaySurface(
+            gateway,
+            parts.broker,
+            history=history,
+            notifier=notifier,
+            record={name: cfg.record_calls for name, cfg in servers.items()},
+            record_max_chars=config.gateway.record_max_chars,
+            startup_budget=config.gateway.startup_budget,
+            observer=observer,
+        )
+    server = build_server(
+        parts.broker,
+        version=broker_version(),
+        surface=surface,
+        history=history,
+        summarizers=SummarizerFactory(config.history.summarizer),
+        models=config.models,
+        observer=observer,
+    )
+    fast = fast_path_enabled(config.server.fast_path)
+    direct = DirectCalls(surface) if surface is not None and fast else None
+    routes = http_routes(parts, observer, gateway)
+    return Runtime(
+        config, parts, observer, history, gateway, surface, reloader, server, direct, routes
+    )
+
+
+def _has_servers(config: AppConfig) -> bool:
+    return bool(config.servers) or config.mcp_servers_file is not None
+
+
+def build_gateway(
+    config: AppConfig,
+    catalog: Catalog,
+    servers: Mapping[str, DownstreamConfig] | None = None,
+    on_exposed_change: ExposedChangeFn | None = None,
+) -> Gateway | None:
+    """The downstream gateway, when the config names any server; its secret values are
+    scrubbed from every log line from here on. ``servers``: the config's servers as
+    :func:`resolve_servers` gave them, when the caller already has them."""
+    if not _has_servers(config):
+        return None
+    g = config.gateway
+    settings = GatewaySettings(
+        backoff_base=g.backoff_base,
+        backoff_max=g.backoff_max,
+        debounce=g.debounce,
+        fast_path=fast_path_enabled(config.server.fast_path),
+    )
+    gateway = Gateway(
+        resolve_servers(config) if servers is None else servers,
+        catalog,
+        settings=settings,
+        gate=ToolGate.from_config(config),  # the pin file and limits every tool list passes
+        on_exposed_change=on_exposed_change,
+    )
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(gateway.redactor.filter())
+    return gateway
