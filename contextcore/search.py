@@ -12,6 +12,7 @@ close in meaning are included even past ``top_n``.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -81,7 +82,10 @@ class SearchResult:
 
 
 class SearchEngine:
-    """Searches a catalog's enabled items; indexes just in time, shares one embedder."""
+    """Searches a catalog's enabled items; indexes just in time, shares one embedder.
+
+    Safe to call from several threads: indexing, searching and embedding queries take turns
+    (the index is built lazily and the embedder's runtime is not shared across threads)."""
 
     def __init__(
         self,
@@ -98,6 +102,7 @@ class SearchEngine:
         self.settings = settings or SearchSettings()
         self._index = ChunkIndex(cache or MemoryEmbeddingCache())
         self._synced_version = -1
+        self._lock = threading.RLock()
 
     def _sync(self) -> None:
         version = self.catalog.version  # read first: a change during sync is seen next time
@@ -108,6 +113,10 @@ class SearchEngine:
     def index(self) -> IndexStats:
         """Load the model, embed everything not yet embedded and build the search arrays now
         (search does this on demand)."""
+        with self._lock:
+            return self._index_now()
+
+    def _index_now(self) -> IndexStats:
         self._sync()
         if self.embedder is None:
             return IndexStats(len(self._index), len(self._index.layout().chunks), 0, 0)
@@ -140,8 +149,59 @@ class SearchEngine:
         ``query_vector`` is the query's embedding when the caller already has it.
         """
         s = self._validated(top_k, top_n, include_score, mode)
-        query, warnings = self._validated_query(query, s.max_query_chars)
-        wanted = _parse_types(types)
+        if not isinstance(query, str) or not query.strip():
+            raise SearchInputError("query must be a non-empty text", field="query")
+        return self.rank(
+            query,
+            s,
+            types=_parse_types(types),
+            modes=modes,
+            exclude=exclude,
+            apply_include_score=apply_include_score,
+            query_vector=query_vector,
+            min_score=min_score,
+        )
+
+    def rank(
+        self,
+        query: str,
+        settings: SearchSettings,
+        *,
+        types: set[ItemType] | None = None,
+        modes: Iterable[IncludeMode] | None = None,
+        exclude: Collection[ItemRef] = (),
+        apply_include_score: bool = True,
+        query_vector: Vectors | None = None,
+        min_score: MinScore | None = None,
+    ) -> SearchResult:
+        """:meth:`search` for a caller that has checked ``query`` (a non-empty text) and built
+        ``settings`` itself; a query over ``max_query_chars`` is still cut, with a warning."""
+        query, warnings = _clipped(query, settings.max_query_chars)
+        with self._lock:
+            return self._search(
+                query,
+                settings,
+                warnings,
+                types,
+                modes,
+                exclude,
+                apply_include_score,
+                query_vector,
+                min_score,
+            )
+
+    def _search(
+        self,
+        query: str,
+        s: SearchSettings,
+        warnings: list[str],
+        wanted: set[ItemType] | None,
+        modes: Iterable[IncludeMode] | None,
+        exclude: Collection[ItemRef],
+        apply_include_score: bool,
+        query_vector: Vectors | None,
+        min_score: MinScore | None,
+    ) -> SearchResult:
         self._sync()
         requested = s.mode
         dense_ok, why = self._prepare_dense(s.mode)
@@ -166,7 +226,8 @@ class SearchEngine:
         if self.embedder is None:
             return None
         try:
-            return self.embedder.embed(queries)
+            with self._lock:
+                return self.embedder.embed(queries)
         except ContextCoreError:
             return None
 
@@ -247,14 +308,12 @@ class SearchEngine:
             s = replace(s, mode=mode)
         return s
 
-    @staticmethod
-    def _validated_query(query: str, limit: int) -> tuple[str, list[str]]:
-        if not isinstance(query, str) or not query.strip():
-            raise SearchInputError("query must be a non-empty text", field="query")
-        if len(query) <= limit:
-            return query, []
-        warning = f"query of {len(query)} characters truncated to the first {limit} for search"
-        return query[:limit], [warning]
+
+def _clipped(query: str, limit: int) -> tuple[str, list[str]]:
+    if len(query) <= limit:
+        return query, []
+    warning = f"query of {len(query)} characters truncated to the first {limit} for search"
+    return query[:limit], [warning]
 
 
 # Share of the floor an item's cosine must reach on its own. The lexical part is scaled per

@@ -9,9 +9,10 @@ the original roles are in the result's ``_meta`` under ``context-broker/roles``.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
+import anyio.to_thread
 from mcp import MCPError, types
 
 from contextcore.context_text import ToolDirectory, item_block
@@ -45,8 +46,6 @@ CONTEXT_PROMPT = types.Prompt(
     ],
 )
 
-RunLocked = Callable[[Callable[[], RequestContext]], Awaitable[RequestContext]]
-
 
 def _text(row: Mapping[str, str]) -> str:
     return f"System:\n{row['content']}" if row["role"] == "system" else row["content"]
@@ -55,12 +54,9 @@ def _text(row: Mapping[str, str]) -> str:
 class ContextPrompt:
     """Builds the ``context`` prompt's result from a fresh request context."""
 
-    def __init__(
-        self, broker: ContextBroker, directory: ToolDirectory, run_locked: RunLocked
-    ) -> None:
+    def __init__(self, broker: ContextBroker, directory: ToolDirectory) -> None:
         self._broker = broker
         self._directory = directory
-        self._run_locked = run_locked
 
     async def get(self, arguments: Mapping[str, str] | None) -> types.GetPromptResult:
         """The LLM input for ``arguments["message"]``; bad arguments are protocol errors."""
@@ -83,7 +79,7 @@ class ContextPrompt:
             )
 
         try:
-            context = await self._run_locked(build)
+            context = await anyio.to_thread.run_sync(build)
         except ContextCoreError as exc:
             raise MCPError(types.INVALID_PARAMS, f"prompt 'context': {exc.message}") from None
         return self._result(context)

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio.to_thread
 from mcp import types
 from mcp.server import ServerRequestContext
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from contextcore.assembly_model import AssemblyModelSpec
 from contextcore.config import LimitsConfig
@@ -29,7 +28,6 @@ from .summarizers import SummarizerFactory, sampler_for
 __all__ = ["ToolRunner", "capped_result", "describe_validation_error"]
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 _MAX_ERROR_CHARS = 2000
 _MAX_VALUE_CHARS = 80
@@ -69,19 +67,16 @@ def error_result(text: str) -> types.CallToolResult:
 
 
 class ToolRunner:
-    """Calls tool adapters against one broker; searches never overlap (the search engine
-    indexes lazily and is not safe to run concurrently).
-
-    Specs with ``takes_context`` get a :class:`ToolContext`: they need ``history`` (and
-    ``summarizers``, else summaries are extractive only); pass the request context to
-    :meth:`call` so summaries can use MCP sampling when the client offers it."""
+    """Calls tool adapters with one :class:`ToolContext` per call; pass the request context to
+    :meth:`call` so summaries can use MCP sampling when the client offers it (without
+    ``summarizers`` they are extractive only)."""
 
     def __init__(
         self,
         broker: ContextBroker,
         specs: tuple[ToolSpec, ...],  # type: ignore[type-arg]
         *,
-        history: HistoryService | None = None,
+        history: HistoryService,
         summarizers: SummarizerFactory | None = None,
         models: Mapping[str, AssemblyModelSpec] | None = None,
         directory: ToolDirectory | None = None,
@@ -91,43 +86,18 @@ class ToolRunner:
         self.broker = broker
         self.observer = observer or Observer()
         # The history service carries the config's [limits]; an explicit one wins.
-        self.limits = limits or (history.limits if history is not None else LimitsConfig())
+        self.limits = limits or history.limits
         self.directory: ToolDirectory = directory or NoTools()
         self.models = dict(models or {})
         self.specs = {s.name: s for s in specs}
         self.history = history
         self.summarizers = summarizers
-        self._search_lock = threading.Lock()
-        needy = [s.name for s in specs if s.takes_context]
-        if needy and history is None:
-            raise ValueError(f"tools {needy} need a HistoryService; pass history=")
 
-    def _target(self, spec: ToolSpec, ctx: ServerRequestContext[Any] | None) -> Any:  # type: ignore[type-arg]
-        if not spec.takes_context:
-            return self.broker
-        assert self.history is not None
+    def _context(self, ctx: ServerRequestContext[Any] | None) -> ToolContext:
         chain = None
         if self.summarizers is not None:
             chain = self.summarizers.chain(sampler_for(ctx))
         return ToolContext(self.broker, self.history, chain, self.models, self.directory)
-
-    def _work(self, spec: ToolSpec, target: Any, args: BaseModel) -> BaseModel:  # type: ignore[type-arg]
-        if spec.uses_search:
-            with self._search_lock:
-                out: BaseModel = spec.run(target, args)
-                return out
-        out = spec.run(target, args)
-        return out
-
-    async def run_locked(self, fn: Callable[[], T]) -> T:
-        """Run a blocking domain call that may search, off the event loop and never at the
-        same time as another search."""
-
-        def work() -> T:
-            with self._search_lock:
-                return fn()
-
-        return await anyio.to_thread.run_sync(work)
 
     async def call(
         self,
@@ -153,8 +123,7 @@ class ToolRunner:
         except ValidationError as exc:
             return error_result(f"{spec.name}: invalid arguments: {describe_validation_error(exc)}")
         try:
-            target = self._target(spec, ctx)
-            out = await anyio.to_thread.run_sync(self._work, spec, target, args)
+            out = await anyio.to_thread.run_sync(spec.run, self._context(ctx), args)
         except ContextCoreError as exc:
             log.info("tool %s refused the call: %s", spec.name, exc.message[:200])
             return error_result(f"{spec.name}: {_describe_core(exc)}")

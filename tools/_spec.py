@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic_core import PydanticCustomError
 
 from contextcore.assembly_model import AssemblyModelSpec
 from contextcore.context_text import NoTools, ToolDirectory
@@ -15,7 +16,17 @@ from contextcore.history import SummarizerChain
 from contextcore.services.broker import ContextBroker
 from contextcore.services.history import HistoryService
 
-__all__ = ["Args", "Out", "ToolContext", "ToolSpec"]
+__all__ = ["Args", "Out", "ToolContext", "ToolSpec", "UserMessage"]
+
+
+def _non_blank(text: str) -> str:
+    if not text.strip():
+        raise PydanticCustomError("blank_text", "must be a non-empty text; send the user's message")
+    return text
+
+
+UserMessage = Annotated[str, AfterValidator(_non_blank)]
+"""The user's message as a tool argument: a text with something in it."""
 
 
 class Args(BaseModel):
@@ -36,10 +47,10 @@ R = TypeVar("R", bound=Out)
 
 @dataclass(frozen=True)
 class ToolContext:
-    """What a tool with ``takes_context`` receives instead of the bare broker: the shared
-    services and, per call, the summarizer chain the server built for this request (LLM API,
-    MCP sampling when the calling client offers it, extractive), and the assembly models
-    the config names (``[models.<name>]``), and how the host can call downstream tools."""
+    """What every tool's ``run`` receives: the shared services and, per call, the summarizer
+    chain the server built for this request (LLM API, MCP sampling when the calling client
+    offers it, extractive), the assembly models the config names (``[models.<name>]``), and
+    how the host can call downstream tools."""
 
     broker: ContextBroker
     history: HistoryService
@@ -50,19 +61,16 @@ class ToolContext:
 
 @dataclass(frozen=True)
 class ToolSpec(Generic[A, R]):
-    """One MCP tool: ``run`` is a blocking domain call (the server runs it in a worker
-    thread); ``uses_search`` marks calls that may embed text and must not overlap.
-    ``run`` gets the broker, or a :class:`ToolContext` when ``takes_context`` is set."""
+    """One MCP tool: ``run`` is a blocking domain call on a :class:`ToolContext` (the server
+    runs it in a worker thread; the search engine keeps its own searches from overlapping)."""
 
     name: str
     description: str
     args: type[A]
     result: type[R]
-    run: Callable[[Any, A], R]
+    run: Callable[[ToolContext, A], R]
     text: Callable[[R], str]
-    uses_search: bool = False
     read_only: bool = False
-    takes_context: bool = False
 
     def input_schema(self) -> dict[str, Any]:
         return self.args.model_json_schema()

@@ -10,7 +10,7 @@ from pydantic import Field
 from contextcore.analytics import format_usage, load_sessions, usage_stats
 from contextcore.services.broker import ContextBroker
 
-from ._spec import Args, Out, ToolSpec
+from ._spec import Args, Out, ToolContext, ToolSpec
 
 __all__ = ["GET_USAGE_STATS", "usage_payload"]
 
@@ -61,8 +61,8 @@ def usage_payload(broker: ContextBroker, session_id: str | None = None) -> Usage
     return UsageOut(**stats.to_dict(), report=format_usage(stats))
 
 
-def _usage(broker: ContextBroker, args: UsageArgs) -> UsageOut:
-    return usage_payload(broker, args.session_id)
+def _usage(ctx: ToolContext, args: UsageArgs) -> UsageOut:
+    return usage_payload(ctx.broker, args.session_id)
 
 
 GET_USAGE_STATS = ToolSpec(

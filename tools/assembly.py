@@ -9,7 +9,7 @@ from pydantic import Field
 
 from contextcore.assembly import AssemblyReport, assemble, model_pipeline, resolve_model
 
-from ._spec import Args, Out, ToolContext, ToolSpec
+from ._spec import Args, Out, ToolContext, ToolSpec, UserMessage
 from .history import ReportOut
 
 __all__ = ["ASSEMBLE_CONTEXT", "ASSEMBLY_TOOLS"]
@@ -17,7 +17,9 @@ __all__ = ["ASSEMBLE_CONTEXT", "ASSEMBLY_TOOLS"]
 
 class AssembleArgs(Args):
     session_id: str = Field(description="A session id returned by create_session.")
-    message: str = Field(description="The user's message; agent items are searched with it.")
+    message: UserMessage = Field(
+        description="The user's message; agent items are searched with it."
+    )
     model: str | dict[str, Any] | None = Field(
         None,
         description="A model named in the config, or a model object: {intro?, components: "
@@ -121,8 +123,6 @@ ASSEMBLE_CONTEXT: ToolSpec = ToolSpec(  # type: ignore[type-arg]
     AssembleOut,
     _assemble,
     _text,
-    uses_search=True,
-    takes_context=True,
 )
 
 ASSEMBLY_TOOLS: tuple[ToolSpec, ...] = (ASSEMBLE_CONTEXT,)  # type: ignore[type-arg]

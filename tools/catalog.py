@@ -217,8 +217,8 @@ def _schema(item: ContextItem | None) -> dict[str, Any] | None:
     return dict(item.input_schema) if isinstance(item, Tool) else None
 
 
-def _catalog(broker: ContextBroker, args: CatalogArgs) -> CatalogOut:
-    return catalog_rows(broker, args.types)
+def _catalog(ctx: ToolContext, args: CatalogArgs) -> CatalogOut:
+    return catalog_rows(ctx.broker, args.types)
 
 
 def _catalog_text(out: CatalogOut) -> str:
@@ -238,9 +238,7 @@ SEARCH_CONTEXT_ITEMS = ToolSpec(
     SearchOut,
     _search,
     _search_text,
-    uses_search=True,
     read_only=True,
-    takes_context=True,
 )
 GET_CONTEXT_ITEMS = ToolSpec(
     "get_context_items",
@@ -252,7 +250,6 @@ GET_CONTEXT_ITEMS = ToolSpec(
     _get_items,
     _items_text,
     read_only=True,
-    takes_context=True,
 )
 LIST_CATALOG = ToolSpec(
     "list_catalog",

@@ -495,9 +495,7 @@ def _spec(
     *,
     read_only: bool = False,
 ) -> ToolSpec:  # type: ignore[type-arg]
-    return ToolSpec(
-        name, description, args, result, run, text, read_only=read_only, takes_context=True
-    )
+    return ToolSpec(name, description, args, result, run, text, read_only=read_only)
 
 
 APPEND_MESSAGES = _spec(

@@ -13,7 +13,7 @@ from contextcore.services.broker import ContextBroker
 from contextcore.sessions import RequestContext
 
 from ._models import RequestItemOut, request_items
-from ._spec import Args, Out, ToolContext, ToolSpec
+from ._spec import Args, Out, ToolContext, ToolSpec, UserMessage
 
 __all__ = ["BUILD_REQUEST_CONTEXT", "GET_REQUEST_CONTEXT", "LIST_TURNS"]
 
@@ -22,7 +22,9 @@ _PREVIEW_CHARS = 200
 
 class BuildArgs(Args):
     session_id: str = Field(description="A session id returned by create_session.")
-    message: str = Field(description="The user's message; agent items are searched with it.")
+    message: UserMessage = Field(
+        description="The user's message; agent items are searched with it."
+    )
     top_k: int | None = Field(None, ge=1, description="Chunk matches considered.")
     top_n: int | None = Field(None, ge=1, description="Agent items returned at most.")
     include_score: float | None = Field(
@@ -162,7 +164,8 @@ def _preview(message: str) -> str:
     return message if len(message) <= _PREVIEW_CHARS else message[:_PREVIEW_CHARS] + "…"
 
 
-def _turns(broker: ContextBroker, args: SessionIdArgs) -> TurnsOut:
+def _turns(ctx: ToolContext, args: SessionIdArgs) -> TurnsOut:
+    broker = ctx.broker
     session = broker.session(args.session_id)
     turns = [
         TurnOut(
@@ -193,8 +196,6 @@ BUILD_REQUEST_CONTEXT = ToolSpec(
     RequestContextOut,
     _build,
     _text,
-    uses_search=True,
-    takes_context=True,
 )
 GET_REQUEST_CONTEXT = ToolSpec(
     "get_request_context",
@@ -205,7 +206,6 @@ GET_REQUEST_CONTEXT = ToolSpec(
     _get,
     _text,
     read_only=True,
-    takes_context=True,
 )
 LIST_TURNS = ToolSpec(
     "list_turns",

@@ -7,11 +7,10 @@ from collections.abc import Callable
 from pydantic import Field
 
 from contextcore.presets import PresetName
-from contextcore.services.broker import ContextBroker
 from contextcore.sessions import Session
 
 from ._models import ItemType, SessionItemOut, item_line, session_items
-from ._spec import Args, Out, ToolSpec
+from ._spec import Args, Out, ToolContext, ToolSpec
 
 __all__ = ["ADD_CONTEXT_ITEM", "CREATE_SESSION", "LIST_SESSION_CONTEXT", "REMOVE_CONTEXT_ITEM"]
 
@@ -68,8 +67,8 @@ def _lines(items: list[SessionItemOut]) -> list[str]:
     return [item_line(i.type, i.name, i.server, i.include_mode) for i in items] or ["(no items)"]
 
 
-def _create(broker: ContextBroker, args: CreateSessionArgs) -> SessionContextOut:
-    return _context(broker.create_session(args.agent, args.preset))
+def _create(ctx: ToolContext, args: CreateSessionArgs) -> SessionContextOut:
+    return _context(ctx.broker.create_session(args.agent, args.preset))
 
 
 def _created_text(out: SessionContextOut) -> str:
@@ -77,20 +76,22 @@ def _created_text(out: SessionContextOut) -> str:
     return "\n".join([head, *_lines(out.items)])
 
 
-def _list(broker: ContextBroker, args: SessionIdArgs) -> SessionContextOut:
-    return _context(broker.session(args.session_id))
+def _list(ctx: ToolContext, args: SessionIdArgs) -> SessionContextOut:
+    return _context(ctx.broker.session(args.session_id))
 
 
 def _list_text(out: SessionContextOut) -> str:
     return "\n".join([f"Session {out.session_id}: {len(out.items)} item(s)", *_lines(out.items)])
 
 
-def _add(broker: ContextBroker, args: ItemArgs) -> ItemChangeOut:
+def _add(ctx: ToolContext, args: ItemArgs) -> ItemChangeOut:
+    broker = ctx.broker
     session, changed = broker.add_item(args.session_id, args.type, args.name, args.server)
     return ItemChangeOut(**_context(session).model_dump(), changed=changed)
 
 
-def _remove(broker: ContextBroker, args: ItemArgs) -> ItemChangeOut:
+def _remove(ctx: ToolContext, args: ItemArgs) -> ItemChangeOut:
+    broker = ctx.broker
     session, changed = broker.remove_item(args.session_id, args.type, args.name, args.server)
     return ItemChangeOut(**_context(session).model_dump(), changed=changed)
 

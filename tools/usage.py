@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from contextcore.services.broker import ContextBroker
 from contextcore.usage import UsageRecorder
 
-from ._spec import Args, Out, ToolSpec
+from ._spec import Args, Out, ToolContext, ToolSpec
 
 __all__ = ["FORGET_USAGE", "RECORD_USAGE", "USAGE_TOOLS"]
 
@@ -46,7 +45,8 @@ class ForgetOut(Out):
     items_changed: int
 
 
-def _record(broker: ContextBroker, args: RecordUsageArgs) -> RecordUsageOut:
+def _record(ctx: ToolContext, args: RecordUsageArgs) -> RecordUsageOut:
+    broker = ctx.broker
     event = UsageRecorder(broker).record_usage(
         args.session_id, args.request_id, args.used, args.unused
     )
@@ -69,7 +69,8 @@ def _record_text(out: RecordUsageOut) -> str:
     return text
 
 
-def _forget(broker: ContextBroker, args: ForgetArgs) -> ForgetOut:
+def _forget(ctx: ToolContext, args: ForgetArgs) -> ForgetOut:
+    broker = ctx.broker
     if args.session_id is not None:
         broker.require_session(args.session_id)
     result = UsageRecorder(broker).forget(args.session_id)
@@ -95,7 +96,6 @@ RECORD_USAGE = ToolSpec(
     RecordUsageOut,
     _record,
     _record_text,
-    uses_search=True,
 )
 FORGET_USAGE = ToolSpec(
     "forget_usage",
@@ -105,6 +105,5 @@ FORGET_USAGE = ToolSpec(
     ForgetOut,
     _forget,
     _forget_text,
-    uses_search=True,
 )
 USAGE_TOOLS = (RECORD_USAGE, FORGET_USAGE)

@@ -238,9 +238,9 @@ class ContextBroker:
         self.store.append_turn(session.session_id, context)
         return context
 
-    def _check_message(self, message: object) -> None:
-        if not isinstance(message, str) or not message.strip():
-            raise SearchInputError("message must be a non-empty text", field="message")
+    def _check_message(self, message: str) -> None:
+        """The configured size limit; that ``message`` is a non-blank text is checked where
+        it enters (the tools' argument models, the ``context`` prompt)."""
         if len(message) > self._max_message_chars:
             raise SearchInputError(
                 f"message of {len(message)} characters exceeds the limit of "
@@ -255,13 +255,18 @@ class ContextBroker:
         chosen: Selection,
         types: Iterable[str] | None,
     ) -> tuple[SearchResult | None, list[str]]:
+        settings = replace(
+            self.search.settings,
+            top_k=chosen.top_k,
+            top_n=chosen.top_n,
+            include_score=chosen.include_score,
+        )
+        wanted = None if types is None else {parse_item_type(t, field="types") for t in types}
         try:
-            result = self.search.search(
+            result = self.search.rank(
                 message,
-                types=types,
-                top_k=chosen.top_k,
-                top_n=chosen.top_n,
-                include_score=chosen.include_score,
+                settings,
+                types=wanted,
                 modes=("agent",),
                 exclude=in_session,
                 min_score=chosen.floors(),

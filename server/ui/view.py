@@ -177,7 +177,7 @@ APP_TOOL = ToolSpec(
     "references, tools) with each item's description, priority, include mode and score.",
     ViewArgs,
     RequestView,
-    lambda broker, args: request_view(broker, args.session_id, args.request_id),
+    lambda ctx, args: request_view(ctx.broker, args.session_id, args.request_id),
     _view_text,
     read_only=True,
 )

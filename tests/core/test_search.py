@@ -1,15 +1,18 @@
 from __future__ import annotations
 
+import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from contextcore.catalog import Catalog
+from contextcore.embedding import Vectors
 from contextcore.embedding_cache import SqliteEmbeddingCache
 from contextcore.errors import CatalogError, SearchInputError
 from contextcore.items import Reference, Rule, Tool
-from contextcore.search import SearchEngine, SearchSettings
+from contextcore.search import SearchEngine, SearchResult, SearchSettings
 from tests.support.hash_embedder import HashEmbedder
 
 
@@ -192,3 +195,38 @@ def test_a_refreshed_server_tool_list_re_embeds_only_the_changed_tools() -> None
     catalog.replace_server_tools("srv", changed)  # same list again: nothing to embed
     engine.index()
     assert embedder.calls == [5, 1]
+
+
+class _MeetingEmbedder(HashEmbedder):
+    """Embeds only after meeting a second embedding thread (or giving up): two embeddings
+    running at once both get through the barrier."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.barrier = threading.Barrier(2, timeout=0.5)
+        self.met = 0
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        try:
+            self.barrier.wait()
+            self.met += 1
+        except threading.BrokenBarrierError:
+            pass
+        return super().embed(texts)
+
+
+def test_searches_from_several_threads_never_embed_at_the_same_time(catalog: Catalog) -> None:
+    embedder = _MeetingEmbedder()
+    engine = SearchEngine(catalog, embedder)
+    results: list[SearchResult] = []
+    threads = [
+        threading.Thread(target=lambda q=q: results.append(engine.search(q)))
+        for q in ("how to test code", "commit messages")
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert not any(t.is_alive() for t in threads)
+    assert embedder.met == 0
+    assert len(results) == 2 and all(r.hits for r in results)

@@ -179,9 +179,11 @@ async def test_bad_item_arguments_name_the_field(make_client: Callable[..., Clie
         assert "request_id: no request" in await error(
             client, "get_request_context", **base, request_id="r_missing"
         )
-        assert "build_request_context: message must be a non-empty text" in await error(
-            client, "build_request_context", **base, message=""
-        )
+        for tool in ("build_request_context", "assemble_context"):
+            for blank in ("", "  \n "):
+                assert "message: must be a non-empty text" in await error(
+                    client, tool, **base, message=blank
+                )
         # Nothing was half-written by the failed calls.
         listed = await call(client, "list_session_context", session_id=sid)
         assert [i["name"] for i in listed["items"]] == ["python-style"]
@@ -202,7 +204,10 @@ async def test_a_message_over_the_limit_is_refused_clearly_and_not_recorded(
     async with make_client() as client:
         sid = (await call(client, "create_session"))["session_id"]
         text = await error(client, "build_request_context", session_id=sid, message="a" * 1_000_001)
-        assert "message of 1000001 characters exceeds the limit of 1000000 (server.max_message_chars)" in text
+        assert (
+            "message of 1000001 characters exceeds the limit of 1000000 (server.max_message_chars)"
+            in text
+        )
         assert "server.max_message_chars" in text
         assert (await call(client, "list_turns", session_id=sid))["turns"] == []
 
