@@ -30,8 +30,8 @@ from mcp import Client
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.server.broker_procs import running_broker, server_env, write_config
 from tests.store.servers import running_postgres, running_redis
+from tests.support.broker_procs import running_broker, server_env, write_config
 
 KINDS = ("create_session", "append_messages", "build_request_context")
 MESSAGES = ["How do I write the SQL for the report?", "Use parameterized queries, never format."]

@@ -19,8 +19,8 @@ from contextcore.search import SearchEngine
 from contextcore.services.broker import ContextBroker
 from contextcore.services.history import HistoryService
 from server.mcp_server import build_server
-from tests.mcp_calls import call
 from tests.support.hash_embedder import HashEmbedder
+from tests.support.mcp_calls import call
 
 QUIET = HistoryConfig(auto_summarize=False)
 

@@ -12,7 +12,7 @@ from assembly_env import AssemblyEnv, chat, new_session, tool_turn
 from pydantic import BaseModel, ValidationError
 
 from contextcore.assembly import AssemblyModelSpec
-from tests.mcp_calls import call, error
+from tests.support.mcp_calls import call, error
 
 BRIEF = {
     "intro": "Be brief.",

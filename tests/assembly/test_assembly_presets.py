@@ -11,7 +11,7 @@ from assembly_env import AssemblyEnv, chat, new_session, tool_turn
 from contextcore.assembly_model import DEFAULT_INTRO
 from contextcore.config import HistoryConfig
 from contextcore.history import message_tokens
-from tests.mcp_calls import call, error
+from tests.support.mcp_calls import call, error
 
 
 def kinds(out: dict[str, Any]) -> list[str]:

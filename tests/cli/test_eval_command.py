@@ -9,7 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.server.broker_procs import BROKER, ROOT, server_env
+from tests.support.broker_procs import BROKER, ROOT, server_env
 
 EXAMPLE_QUERIES = ROOT / "examples" / "eval-queries.jsonl"
 EXAMPLE_CONFIG = ROOT / "config.example.toml"

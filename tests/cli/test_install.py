@@ -15,7 +15,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from server.install import default_path
-from tests.server.broker_procs import BROKER, server_env
+from tests.support.broker_procs import BROKER, server_env
 
 OTHER = {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"]}
 

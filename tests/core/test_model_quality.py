@@ -56,8 +56,8 @@ def test_big_batches_are_embedded_in_a_child_process_with_identical_vectors(
 ) -> None:
     import numpy as np
 
-    from server.embedding import child as bulk_embed
     from server.embedding import FastEmbedEmbedder, resolve_model_dir
+    from server.embedding import child as bulk_embed
 
     model_dir = resolve_model_dir(AppConfig())
     texts = [f"roll back deploy number {i} of the orders service" for i in range(40)]

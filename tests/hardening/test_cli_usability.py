@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.server.broker_procs import BROKER, server_env
+from tests.support.broker_procs import BROKER, server_env
 
 TIME = str(Path(sys.executable).parent / "mcp-server-time")
 

@@ -20,9 +20,9 @@ from contextcore.embedding import Vectors
 from server.embedding import build_broker
 from server.reload import ConfigReloader
 from server.settings import load_config
-from tests.mcp_calls import call, error
-from tests.server.broker_procs import BROKER, server_env
+from tests.support.broker_procs import BROKER, server_env
 from tests.support.hash_embedder import HashEmbedder
+from tests.support.mcp_calls import call, error
 
 TIME = Path(sys.executable).parent / "mcp-server-time"
 

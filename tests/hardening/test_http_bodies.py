@@ -19,8 +19,8 @@ import pytest_asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.hardening.test_stdio_wire import LINES, PLACEHOLDER, SECRET, Line
-from tests.server.broker_procs import running_broker, write_config
+from tests.support.broker_procs import running_broker, write_config
+from tests.support.wire_lines import LINES, PLACEHOLDER, SECRET, Line
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

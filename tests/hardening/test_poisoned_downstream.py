@@ -18,8 +18,8 @@ import anyio
 import pytest
 from mcp import Client, MCPError, StdioServerParameters, stdio_client
 
-from tests.mcp_calls import call
-from tests.server.broker_procs import BROKER, running_broker, server_env
+from tests.support.broker_procs import BROKER, running_broker, server_env
+from tests.support.mcp_calls import call
 
 FIXTURE = Path(__file__).parent / "fixtures" / "poisoned_server.py"
 INJECTION = (

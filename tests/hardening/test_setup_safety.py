@@ -22,7 +22,7 @@ import pytest
 from anyio.streams.text import TextReceiveStream
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from tests.server.broker_procs import BROKER, running_broker, server_env
+from tests.support.broker_procs import BROKER, running_broker, server_env
 
 TIME = str(Path(sys.executable).parent / "mcp-server-time")
 DEPTH = "CONTEXT_BROKER_DEPTH"

@@ -13,8 +13,8 @@ import anyio
 from mcp import Client
 
 from contextcore.config import LimitsConfig
-from tests.mcp_calls import call, error
-from tests.server.broker_procs import running_broker, write_config
+from tests.support.broker_procs import running_broker, write_config
+from tests.support.mcp_calls import call, error
 
 ONE_MIB = 1024 * 1024
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,18 +16,15 @@ import anyio.abc
 import pytest
 import pytest_asyncio
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
-from tests.server.broker_procs import BROKER, server_env
+from tests.support.broker_procs import BROKER, server_env
+from tests.support.wire_lines import CALL, LINES, PLACEHOLDER, SECRET, Line
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 TIME = str(Path(sys.executable).parent / "mcp-server-time")
-SECRET = "cb-wire-secret-7f3a9c"
 PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS = -32700, -32600, -32602
 ANSWER_WITHIN = 15.0
-PLACEHOLDER = "@@ID@@"
-CALL = "time__get_current_time"
 
 
 class Host:
@@ -286,108 +282,6 @@ async def test_a_line_without_a_usable_id_is_skipped_and_the_broker_goes_on(
     assert not [message for message in time_host.unclaimed if "id" in message]
 
 
-# -- generated hostile lines ----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Line:
-    """A line to send: ``text`` with :data:`PLACEHOLDER` for a fresh id of ``id_kind`` (None
-    when the line carries no usable id and needs no answer)."""
-
-    text: bytes
-    id_kind: str | None
-
-
-_METHODS = st.sampled_from(
-    ["ping", "tools/list", "tools/call", "resources/list", "resources/read", "prompts/list",
-     "prompts/get", "completion/complete", "logging/setLevel", "initialize", "nope/never",
-     "notifications/initialized"]
-)  # fmt: skip
-_HOSTILE_TEXT = st.sampled_from(
-    ['"\\ud83d"', '"cut emoji \\ud83d"', '"\\udfff\\ud800"', '"a\x00b"', '"\x01\x1f"',
-     "7" * 4301, "-" + "9" * 5000, "1e99999", "NaN", "Infinity", '"\\u0000"', '"\\"',
-     '"' + "x" * 100_000 + '"', '"\u202e\u200b\ufeff"']
-)  # fmt: skip
-
-
-@st.composite
-def _deep_text(draw: st.DrawFn) -> str:
-    levels = draw(st.integers(min_value=100, max_value=6000))
-    if draw(st.booleans()):
-        return "[" * levels + "]" * levels
-    return '{"a":' * levels + "0" + "}" * levels
-
-
-_SCALARS = st.one_of(
-    st.integers().map(str),
-    st.floats(allow_nan=False, allow_infinity=False).map(json.dumps),
-    st.text(max_size=50).map(json.dumps),
-    st.sampled_from(["true", "false", "null"]),
-    _HOSTILE_TEXT,
-    _deep_text(),
-)
-_VALUES = st.recursive(
-    _SCALARS,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=4).map(lambda items: "[" + ",".join(items) + "]"),
-        st.dictionaries(st.text(max_size=10).map(json.dumps), inner, max_size=4).map(
-            lambda d: "{" + ",".join(f"{k}:{v}" for k, v in d.items()) + "}"
-        ),
-    ),
-    max_leaves=8,
-)
-_TOOL_NAMES = st.sampled_from(
-    [CALL, "call_tool", "create_session", "build_request_context", "list_rules", "nope", ""]
-)
-
-
-@st.composite
-def _request(draw: st.DrawFn) -> Line:
-    """A request-shaped line: usable id, maybe hostile envelope fields and params."""
-    members = [f'"id": {PLACEHOLDER}']
-    jsonrpc = draw(st.sampled_from(['"2.0"'] * 6 + ['"1.0"', "2.0", "null", "", '"2.0\\u0000"']))
-    if jsonrpc:
-        members.append(f'"jsonrpc": {jsonrpc}')
-    method = draw(st.one_of(_METHODS.map(json.dumps), _SCALARS, st.just("")))
-    if method:
-        members.append(f'"method": {method}')
-    if method == '"tools/call"' and draw(st.booleans()):
-        name = json.dumps(draw(_TOOL_NAMES))
-        params = f'{{"name": {name}, "arguments": {draw(_VALUES)}}}'
-    else:
-        params = draw(st.one_of(st.just(""), _VALUES))
-    if params:
-        members.append(f'"params": {params}')
-    members = draw(st.permutations(members))
-    text = "{" + ", ".join(members) + "}"
-    return Line(text.encode("utf-8", "surrogatepass"), draw(st.sampled_from(["int", "str"])))
-
-
-@st.composite
-def _cut_request(draw: st.DrawFn) -> Line:
-    """A request cut short after its id: still answered under that id."""
-    rest = draw(st.text(max_size=40).map(json.dumps))
-    head = '{"jsonrpc": "2.0", "id": ' + PLACEHOLDER + ","
-    text = head + ' "method": "ping", "params": {"x": ' + rest
-    cut = draw(st.integers(min_value=len(head), max_value=len(text)))
-    return Line(text[:cut].encode(), draw(st.sampled_from(["int", "str"])))
-
-
-_NO_ANSWER = st.one_of(
-    st.binary(max_size=300),
-    _VALUES.map(lambda text: text.encode("utf-8", "surrogatepass")),
-    st.sampled_from(["null", "1.5", "true", "[]", "{}", '"x"']).map(
-        lambda bad: f'{{"jsonrpc": "2.0", "id": {bad}, "method": "ping"}}'.encode()
-    ),
-    _VALUES.map(
-        lambda params: (
-            f'{{"jsonrpc": "2.0", "method": "notifications/cancelled", '
-            f'"params": {{"requestId": {params}}}}}'.encode("utf-8", "surrogatepass")
-        )
-    ),
-).map(lambda text: Line(text.replace(b"\n", b" "), None))
-
-LINES = st.one_of(_request(), _cut_request(), _NO_ANSWER)
 HOSTILE = settings(
     max_examples=60,
     deadline=None,

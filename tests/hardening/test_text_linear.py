@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 from mcp import Client
 
-from tests.mcp_calls import call
+from tests.support.mcp_calls import call
 
 # Generous, yet far below what the quadratic path took (about 22 s for 80 KB).
 BOUND_S = 3.0

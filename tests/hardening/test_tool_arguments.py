@@ -20,7 +20,7 @@ from mcp_types import Tool
 from server.embedding import build_broker
 from server.mcp_server import build_server
 from server.settings import load_config
-from tests.server.broker_procs import write_config
+from tests.support.broker_procs import write_config
 from tests.support.hash_embedder import HashEmbedder
 
 

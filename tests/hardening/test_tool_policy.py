@@ -10,8 +10,8 @@ from typing import Any
 import anyio
 from mcp import Client, StdioServerParameters
 
-from tests.mcp_calls import call, error
-from tests.server.broker_procs import BROKER, server_env
+from tests.support.broker_procs import BROKER, server_env
+from tests.support.mcp_calls import call, error
 
 TIME = Path(sys.executable).parent / "mcp-server-time"
 CONVERT_ARGS = {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}

@@ -11,8 +11,8 @@ from typing import Any
 import anyio
 from mcp import Client, StdioServerParameters
 
-from tests.mcp_calls import call
-from tests.server.broker_procs import BROKER, server_env, write_config
+from tests.support.broker_procs import BROKER, server_env, write_config
+from tests.support.mcp_calls import call
 
 
 def _broker(config: Path) -> Client:

@@ -162,9 +162,7 @@ def test_everything_is_on_disk_when_each_call_returns_and_survives_a_restart(
     assert stats.message_count == 14 and stats.has_summary and stats.has_snapshot
     service.clear_history(sid)
     reloaded = HistoryService(
-        build_broker(
-            AppConfig(), embedder=HashEmbedder(), store=SqliteSessionStore(path)
-        ).broker,
+        build_broker(AppConfig(), embedder=HashEmbedder(), store=SqliteSessionStore(path)).broker,
         HistoryConfig(),
     )
     assert reloaded.history(sid).cleared

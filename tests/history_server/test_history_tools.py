@@ -10,19 +10,8 @@ import pytest
 from history_env import HistoryEnv, chat, tool_turn
 from mcp import Client
 
-from tests.mcp_calls import call, error
-
-HISTORY_TOOLS = {
-    "append_messages",
-    "get_history",
-    "trim_messages",
-    "summarize_history",
-    "collapse_messages",
-    "clear_history",
-    "update_snapshot",
-    "get_snapshot",
-    "get_context_stats",
-}
+from tests.support.mcp_calls import call, error
+from tests.support.tool_names import HISTORY_TOOL_NAMES
 
 
 async def new_session(client: Client) -> str:
@@ -34,8 +23,8 @@ async def new_session(client: Client) -> str:
 async def test_the_history_tools_are_listed_with_schemas(env: HistoryEnv, mode: str) -> None:
     async with env.client(mode) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-    assert set(tools) >= HISTORY_TOOLS
-    assert all(tools[n].output_schema for n in HISTORY_TOOLS)
+    assert set(tools) >= HISTORY_TOOL_NAMES
+    assert all(tools[n].output_schema for n in HISTORY_TOOL_NAMES)
     assert set(tools["get_history"].input_schema["properties"]) == {
         "session_id",
         "max_tokens",

@@ -10,7 +10,7 @@ from fake_llm import FakeLLM
 from history_env import HistoryEnv, chat, summarizer_config
 from mcp import types
 
-from tests.mcp_calls import call
+from tests.support.mcp_calls import call
 
 SAMPLED = "SAMPLED SUMMARY: decided to keep sqlite"
 

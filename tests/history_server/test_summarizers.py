@@ -21,7 +21,7 @@ from server.summarizers import (
     ProviderError,
     SummarizerFactory,
 )
-from tests.mcp_calls import call
+from tests.support.mcp_calls import call
 
 ENV = {"TEST_LLM_KEY": KEY}
 

@@ -6,12 +6,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from broker_procs import write_config
 from mcp import Client
 
 from server.embedding import build_broker
 from server.mcp_server import build_server
 from server.settings import AppConfig, load_config
+from tests.support.broker_procs import write_config
 from tests.support.hash_embedder import HashEmbedder
 
 

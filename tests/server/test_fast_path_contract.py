@@ -19,7 +19,7 @@ import anyio
 import anyio.abc
 import pytest
 
-from tests.server.broker_procs import BROKER, server_env
+from tests.support.broker_procs import BROKER, server_env
 
 TIME = str(Path(sys.executable).parent / "mcp-server-time")
 FIXTURES = Path(__file__).resolve().parents[1] / "gateway" / "fixtures"

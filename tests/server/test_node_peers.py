@@ -11,7 +11,8 @@ from typing import Any
 
 import anyio
 import pytest
-from broker_procs import BROKER, ROOT, running_broker, server_env, write_config
+
+from tests.support.broker_procs import BROKER, ROOT, running_broker, server_env, write_config
 
 NODE_DIR = ROOT / "tests" / "node"
 BIN = NODE_DIR / "node_modules" / ".bin"

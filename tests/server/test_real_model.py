@@ -6,12 +6,12 @@ from pathlib import Path
 
 import anyio
 import pytest
-from broker_procs import write_config
 from mcp import Client
 
 from server.embedding import build_broker, resolve_model_dir
 from server.mcp_server import build_server
 from server.settings import load_config
+from tests.support.broker_procs import write_config
 
 pytestmark = pytest.mark.model
 

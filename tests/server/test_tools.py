@@ -13,35 +13,9 @@ from mcp import Client, MCPError
 from server.embedding import build_broker
 from server.mcp_server import build_server
 from server.settings import AppConfig
-from tests.mcp_calls import call, error
 from tests.support.hash_embedder import HashEmbedder
-
-TOOLS = {
-    "create_session",
-    "list_session_context",
-    "add_context_item",
-    "remove_context_item",
-    "build_request_context",
-    "search_context_items",
-    "get_context_items",
-    "get_request_context",
-    "list_turns",
-    "list_catalog",
-    "append_messages",
-    "get_history",
-    "trim_messages",
-    "summarize_history",
-    "collapse_messages",
-    "clear_history",
-    "update_snapshot",
-    "get_snapshot",
-    "get_context_stats",
-    "get_usage_stats",
-    "record_usage",
-    "forget_usage",
-    "assemble_context",
-    "ui_request_context",
-}
+from tests.support.mcp_calls import call, error
+from tests.support.tool_names import BROKER_TOOL_NAMES
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
@@ -51,7 +25,7 @@ async def test_both_protocol_eras_list_exactly_the_context_tools(
     async with make_client(mode) as client:
         assert client.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
         tools = (await client.list_tools()).tools
-        assert {t.name for t in tools} == TOOLS
+        assert {t.name for t in tools} == BROKER_TOOL_NAMES
         assert all(t.output_schema and t.input_schema["type"] == "object" for t in tools)
         session = await call(client, "create_session")
         assert session["session_id"].startswith("s_")

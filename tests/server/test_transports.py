@@ -9,9 +9,10 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from broker_procs import BROKER, running_broker, server_env, write_config
 from mcp import Client, StdioServerParameters, stdio_client
 from mcp.client.sse import sse_client
+
+from tests.support.broker_procs import BROKER, running_broker, server_env, write_config
 
 INIT = {
     "jsonrpc": "2.0",

@@ -6,13 +6,13 @@ import json
 import subprocess
 from pathlib import Path
 
-from broker_procs import BROKER, write_config
 from mcp import Client
 
 from server.embedding import build_broker
 from server.mcp_server import build_server
 from server.settings import load_config
 from server.stores.sqlite import SqliteSessionStore
+from tests.support.broker_procs import BROKER, write_config
 from tests.support.hash_embedder import HashEmbedder
 
 

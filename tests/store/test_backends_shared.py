@@ -17,9 +17,9 @@ from server.embedding import build_broker
 from server.mcp_server import build_server
 from server.settings import load_config
 from server.stores import build_store
-from tests.mcp_calls import call
-from tests.server.broker_procs import write_config
+from tests.support.broker_procs import write_config
 from tests.support.hash_embedder import HashEmbedder
+from tests.support.mcp_calls import call
 
 
 def _config(folder: Path, backend: str, url: str) -> Path:

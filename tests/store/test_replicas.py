@@ -16,8 +16,8 @@ import pytest
 from mcp import Client
 from servers import PostgresServer, RedisServer
 
-from tests.mcp_calls import call
-from tests.server.broker_procs import running_broker, server_env, write_config
+from tests.support.broker_procs import running_broker, server_env, write_config
+from tests.support.mcp_calls import call
 
 REPLICAS = 3
 pytestmark = pytest.mark.parametrize("backend", ["postgres", "redis"])
