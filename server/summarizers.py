@@ -33,7 +33,7 @@ from mcp.shared.message import ServerMessageMetadata
 from contextcore.config import SummarizerConfig
 from contextcore.history import ExtractiveSummarizer, Summarizer, SummarizerChain
 from contextcore.history.messages import ToolCall, content_parts, make_message
-from contextcore.services.history import EXTRACTIVE
+from contextcore.history.summaries import EXTRACTIVE
 
 __all__ = [
     "AnthropicSummarizer",

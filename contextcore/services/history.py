@@ -26,7 +26,6 @@ from ..errors import HistoryError
 from ..history import (
     CollapseGroup,
     ConversationHistory,
-    ExtractiveSummarizer,
     FilterRegistry,
     FilterSpec,
     HistoryStats,
@@ -50,28 +49,20 @@ from ..history import (
 )
 from ..history.conversation import check_group, check_shape, with_group
 from ..history.limits import check_append, check_label, check_snapshot, check_text
+from ..history.summaries.extractive import extractive_chain
 from ..history.summaries.policy import clip_to_tokens
 from ..store import DuplicateRecord, MessageRecord
 from .broker import ContextBroker
 
 __all__ = [
-    "EXTRACTIVE",
     "AppendResult",
     "HistoryResult",
     "HistoryService",
     "SummaryResult",
-    "extractive_chain",
     "policy_from_config",
 ]
 
 log = logging.getLogger(__name__)
-
-EXTRACTIVE = "extractive"
-
-
-def extractive_chain() -> SummarizerChain:
-    """A chain holding only the extractive summarizer (needs no LLM, never fails)."""
-    return SummarizerChain([(EXTRACTIVE, ExtractiveSummarizer())])
 
 
 def policy_from_config(config: HistoryConfig) -> SummaryPolicy:

@@ -4,7 +4,7 @@ call outside (an LLM API, MCP sampling) live in ``server.summarizers``."""
 
 from __future__ import annotations
 
-from .extractive import ExtractiveSummarizer
+from .extractive import EXTRACTIVE, ExtractiveSummarizer, extractive_chain
 from .policy import (
     Summarizer,
     SummarizerChain,
@@ -18,6 +18,7 @@ from .policy import (
 )
 
 __all__ = [
+    "EXTRACTIVE",
     "ExtractiveSummarizer",
     "Summarizer",
     "SummarizerChain",
@@ -27,5 +28,6 @@ __all__ = [
     "SummaryPlan",
     "SummaryPolicy",
     "clip_to_tokens",
+    "extractive_chain",
     "plan_summary",
 ]

@@ -16,9 +16,12 @@ from typing import Any
 
 from ..messages import make_message, text_parts
 from ..tokens import Tokenizer, chars_per_4
-from .policy import clip_to_tokens
+from .policy import SummarizerChain, clip_to_tokens
 
-__all__ = ["ExtractiveSummarizer"]
+__all__ = ["EXTRACTIVE", "ExtractiveSummarizer", "extractive_chain"]
+
+EXTRACTIVE = "extractive"
+"""The extractive summarizer's name in a summarizer chain."""
 
 _ERROR = re.compile(r"\b(error|exception|traceback|failed|failure|fatal|denied)\b", re.I)
 _DECISION = re.compile(
@@ -124,3 +127,8 @@ def _sentences(text: str) -> Iterator[str]:
         for sentence in _SENTENCE.split(line.strip()):
             if sentence:
                 yield sentence
+
+
+def extractive_chain() -> SummarizerChain:
+    """A chain holding only the extractive summarizer (needs no LLM, never fails)."""
+    return SummarizerChain([(EXTRACTIVE, ExtractiveSummarizer())])
