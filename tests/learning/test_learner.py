@@ -72,3 +72,27 @@ def test_recent_requests_per_item_are_bounded_and_below_min_evidence_nothing_cha
     per_ring = 3 * vector(QUERY).nbytes
     assert learner.memory_bytes() < per_ring + 64 * 1024
     assert ranking(e) == cold  # 4 requests, 5 needed
+
+
+def test_forgetting_a_session_ranks_as_a_learner_that_never_saw_it() -> None:
+    """Forgetting frees the session's request slots; what the others taught is kept whole,
+    and new requests reuse the freed slots."""
+    refs = [TARGET, ItemRef("rule", "naming"), ItemRef("rule", "code-review")]
+    asks = ["roll back the deployment", "name this variable", "review my change", QUERY]
+    both, only = UsageLearner(), UsageLearner()
+    for i, ask in enumerate(asks * 3):
+        ref = refs[i % len(refs)]
+        both.learn(ref, vector(f"{ask} {i}"), session_id="s1", at=0.0)
+        both.learn(ref, vector(f"{ask} again {i}"), session_id="s2", at=0.0)
+        only.learn(ref, vector(f"{ask} again {i}"), session_id="s2", at=0.0)
+    assert both.forget("s1") == len(refs)
+    for ask in asks:
+        assert ranking(engine(both), ask) == ranking(engine(only), ask)
+    size = both.memory_bytes()
+    for i in range(6):
+        both.learn(refs[i % 3], vector(f"later {i}"), session_id="s3", at=0.0)
+        only.learn(refs[i % 3], vector(f"later {i}"), session_id="s3", at=0.0)
+    # Only the new session's sums were added: its requests took the freed slots.
+    assert both.memory_bytes() == size + len(refs) * vector(QUERY).nbytes
+    for ask in asks:
+        assert ranking(engine(both), ask) == ranking(engine(only), ask)
