@@ -94,15 +94,6 @@ class ComponentReport:
     messages: tuple[int, ...]
     tokens: int
 
-    def to_dict(self) -> dict[str, Any]:
-        """The row as JSON."""
-        return {
-            "path": self.path,
-            "kind": self.kind,
-            "messages": list(self.messages),
-            "tokens": self.tokens,
-        }
-
 
 @dataclass(frozen=True)
 class AssemblyReport:
@@ -117,16 +108,6 @@ class AssemblyReport:
     filters: PipelineReport
     window_start: int
     warnings: tuple[str, ...] = field(default=())
-
-    def to_dict(self) -> dict[str, Any]:
-        """The report as camelCase JSON."""
-        return {
-            "components": [c.to_dict() for c in self.components],
-            "totalTokens": self.total_tokens,
-            "filters": self.filters.to_dict(),
-            "windowStart": self.window_start,
-            "warnings": list(self.warnings),
-        }
 
 
 @dataclass(frozen=True)

@@ -36,9 +36,10 @@ class Args(BaseModel):
 
 
 class Out(BaseModel):
-    """Base of tool result models (the tool's ``structuredContent``)."""
+    """Base of tool result models (the tool's ``structuredContent``): a model whose fields
+    match a domain dataclass's is built from it with ``model_validate(obj)``."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, from_attributes=True)
 
 
 A = TypeVar("A", bound=Args)

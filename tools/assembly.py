@@ -55,10 +55,7 @@ class AssemblyReportOut(Out):
 
     @classmethod
     def of(cls, label: str, report: AssemblyReport) -> AssemblyReportOut:
-        rows = [
-            ComponentOut(path=c.path, kind=c.kind, messages=list(c.messages), tokens=c.tokens)
-            for c in report.components
-        ]
+        rows = [ComponentOut.model_validate(c) for c in report.components]
         return cls(
             model=label,
             components=rows,

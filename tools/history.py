@@ -76,12 +76,7 @@ class ReportOut(Out):
 
     @classmethod
     def of(cls, report: PipelineReport) -> ReportOut:
-        steps = [
-            StepOut(name=s.name, messages_in=s.messages_in, messages_out=s.messages_out)
-            for s in report.steps
-        ]
-        fields = {k: getattr(report, k) for k in cls.model_fields if k != "steps"}
-        return cls(**fields, steps=steps)
+        return cls.model_validate(report)
 
 
 class SummaryOut(Out):
@@ -93,7 +88,7 @@ class SummaryOut(Out):
     def of(cls, summary: Summary | None) -> SummaryOut | None:
         if summary is None:
             return None
-        return cls(text=summary.text, covered=summary.covered, provider=summary.provider)
+        return cls.model_validate(summary)
 
 
 class AttemptOut(Out):
@@ -131,17 +126,12 @@ class SnapshotOut(Out):
     def of(cls, snapshot: TaskSnapshot | None) -> SnapshotOut | None:
         if snapshot is None:
             return None
-        return cls(
-            goal=snapshot.goal,
-            completed_actions=list(snapshot.completed_actions),
-            current_phase=snapshot.current_phase,
-            key_observations=list(snapshot.key_observations),
-        )
+        return cls.model_validate(snapshot)
 
 
 def _attempts(outcome: SummaryOutcome | None) -> list[AttemptOut]:
     attempts = outcome.attempts if outcome else ()
-    return [AttemptOut(provider=a.provider, error=a.error) for a in attempts]
+    return [AttemptOut.model_validate(a) for a in attempts]
 
 
 def _report_line(r: ReportOut) -> str:
@@ -380,10 +370,7 @@ def _collapse(ctx: ToolContext, args: CollapseArgs) -> GroupsOut:
 
 
 def _groups(session_id: str, history: ConversationHistory) -> GroupsOut:
-    groups = [
-        GroupOut(name=g.name, message_ids=list(g.message_ids), description=g.description)
-        for g in history.groups
-    ]
+    groups = [GroupOut.model_validate(g) for g in history.groups]
     return GroupsOut(session_id=session_id, groups=groups)
 
 

@@ -9,7 +9,7 @@ Typical use::
     history = append_messages(ConversationHistory(), raw_messages)
     history = update_summary(history, ExtractiveSummarizer()).history
     window = get_window(history, max_tokens=8000)
-    window.messages, window.report.to_dict()
+    window.messages, window.report.tokens_after
 """
 
 from __future__ import annotations

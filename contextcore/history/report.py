@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 __all__ = ["PipelineReport", "StepReport", "Tally"]
 
@@ -32,10 +31,6 @@ class StepReport:
     messages_in: int
     messages_out: int
 
-    def to_dict(self) -> dict[str, Any]:
-        """The step as a JSON-ready dict."""
-        return {"name": self.name, "messagesIn": self.messages_in, "messagesOut": self.messages_out}
-
 
 @dataclass(frozen=True)
 class PipelineReport:
@@ -59,20 +54,3 @@ class PipelineReport:
     collapsed: int
     budget: int | None = None
     steps: tuple[StepReport, ...] = field(default=())
-
-    def to_dict(self) -> dict[str, Any]:
-        """The report as a JSON-ready dict with camelCase keys."""
-        return {
-            "messagesIn": self.messages_in,
-            "messagesOut": self.messages_out,
-            "tokensBefore": self.tokens_before,
-            "tokensAfter": self.tokens_after,
-            "dropped": self.dropped,
-            "truncated": self.truncated,
-            "backfilled": self.backfilled,
-            "moved": self.moved,
-            "orphansConverted": self.orphans_converted,
-            "collapsed": self.collapsed,
-            "budget": self.budget,
-            "steps": [step.to_dict() for step in self.steps],
-        }

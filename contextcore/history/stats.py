@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from .conversation import ConversationHistory
 from .tokens import Tokenizer, chars_per_4, window_tokens
@@ -22,18 +21,6 @@ class HistoryStats:
     summarized_messages: int
     groups: int
     cleared: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        """The stats as camelCase JSON."""
-        return {
-            "messageCount": self.message_count,
-            "estimatedTokens": self.estimated_tokens,
-            "hasSummary": self.has_summary,
-            "hasSnapshot": self.has_snapshot,
-            "summarizedMessages": self.summarized_messages,
-            "groups": self.groups,
-            "cleared": self.cleared,
-        }
 
 
 def history_stats(

@@ -39,16 +39,6 @@ class HistoryWindow:
     snapshot_used: bool
     first_index: int
 
-    def to_dict(self) -> dict[str, Any]:
-        """The window as JSON."""
-        return {
-            "messages": self.messages,
-            "report": self.report.to_dict(),
-            "summaryUsed": self.summary_used,
-            "snapshotUsed": self.snapshot_used,
-            "firstIndex": self.first_index,
-        }
-
 
 def get_window(
     history: ConversationHistory,

@@ -94,16 +94,6 @@ class SummaryResult:
     stored: bool
     summary: Summary | None
 
-    def to_dict(self) -> dict[str, Any]:
-        """The attempt as camelCase JSON."""
-        return {
-            "reason": self.plan.reason if self.plan else None,
-            "updated": self.stored,
-            "provider": self.outcome.provider if self.outcome and self.stored else None,
-            "attempts": self.outcome.to_dict()["attempts"] if self.outcome else [],
-            "summary": self.summary.to_dict() if self.summary else None,
-        }
-
 
 @dataclass(frozen=True)
 class HistoryResult:

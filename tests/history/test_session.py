@@ -14,6 +14,7 @@ from contextcore.history import (
     CollapseGroup,
     ConversationHistory,
     ExtractiveSummarizer,
+    HistoryStats,
     SummarizerChain,
     SummaryPolicy,
     append_messages,
@@ -247,15 +248,15 @@ def test_stats_describe_the_session() -> None:
 
     stats = history_stats(history)
 
-    assert stats.to_dict() == {
-        "messageCount": 12,
-        "estimatedTokens": window_tokens(m.raw for m in history.messages),
-        "hasSummary": True,
-        "hasSnapshot": True,
-        "summarizedMessages": 6,
-        "groups": 0,
-        "cleared": False,
-    }
+    assert stats == HistoryStats(
+        message_count=12,
+        estimated_tokens=window_tokens(m.raw for m in history.messages),
+        has_summary=True,
+        has_snapshot=True,
+        summarized_messages=6,
+        groups=0,
+        cleared=False,
+    )
 
 
 def test_the_extractive_summarizer_keeps_key_facts_verbatim() -> None:
