@@ -135,7 +135,7 @@ def analytics_html(usage: Mapping[str, Any], *, top: int = 25) -> str:
         ),
     ]
     used = [(r["key"], r.get("included", 0), _used(r)) for r in items]
-    if any(u is not None for _, _, u in used):
+    if usage.get("turns_with_usage", 0) > 0 and any(u is not None for _, _, u in used):
         parts.append(
             stacked_bars(
                 "Used vs selected",
