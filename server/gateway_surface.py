@@ -30,7 +30,6 @@ from tools.gateway import (
     CallToolArgs,
     ListServersArgs,
     ListServersResult,
-    ServerRow,
     render_servers,
 )
 
@@ -356,23 +355,7 @@ class GatewaySurface:
             log.warning("could not record the use of %s: %s", ref.key, exc)
 
     def _list_servers(self) -> types.CallToolResult:
-        rows = []
-        for status in self.gateway.status():
-            d = status.to_dict()
-            rows.append(
-                ServerRow(
-                    name=d["name"],
-                    transport=d["transport"],
-                    state=d["state"],
-                    connected=d["connected"],
-                    tool_count=d["toolCount"],
-                    last_error=d["lastError"],
-                    last_refresh=d["lastRefresh"],
-                    reconnects=d["reconnects"],
-                    trust=d["trust"],
-                )
-            )
-        out = ListServersResult(servers=rows)
+        out = ListServersResult(servers=[s.row() for s in self.gateway.status()])
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=render_servers(out))],
             structured_content=out.model_dump(mode="json"),

@@ -23,6 +23,6 @@ def gather_downstream(parts: AppParts) -> list[dict[str, Any]]:
     async def run() -> list[dict[str, Any]]:
         async with gateway:
             await gateway.wait_ready()
-            return [s.to_dict() for s in gateway.status()]
+            return [s.row().model_dump(mode="json", by_alias=True) for s in gateway.status()]
 
     return anyio.run(run)

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, AliasGenerator, ConfigDict, Field
+from pydantic.alias_generators import to_camel
 
 from ._spec import Args, Out
 
@@ -47,17 +48,27 @@ class ListServersArgs(Args):
     pass
 
 
-class HeldRow(Out):
+class _Row(Out):
+    """A row ``check --json`` prints too: ``model_dump(by_alias=True)`` gives camelCase keys."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        from_attributes=True,
+        alias_generator=AliasGenerator(serialization_alias=to_camel),
+    )
+
+
+class HeldRow(_Row):
     tool: str
     reason: str
 
 
-class FlaggedRow(Out):
+class FlaggedRow(_Row):
     tool: str
     findings: list[str]
 
 
-class TrustRow(Out):
+class TrustRow(_Row):
     """What the broker did to a server's tool list before showing it."""
 
     mode: str
@@ -71,7 +82,7 @@ class TrustRow(Out):
     )
 
 
-class ServerRow(Out):
+class ServerRow(_Row):
     name: str
     transport: str
     state: str

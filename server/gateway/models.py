@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import mcp_types as types
 
 from contextcore.items import IncludeMode
+from tools.gateway import ServerRow
 
 if TYPE_CHECKING:
     from .trust import TrustReport
@@ -55,19 +56,20 @@ class ServerStatus:
     def connected(self) -> bool:
         return self.state == "connected"
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (secrets already scrubbed from ``last_error``)."""
-        return {
-            "name": self.name,
-            "transport": self.transport,
-            "state": self.state,
-            "connected": self.connected,
-            "toolCount": self.tool_count,
-            "lastError": self.last_error,
-            "lastRefresh": self.last_refresh.isoformat() if self.last_refresh else None,
-            "reconnects": self.reconnects,
-            "trust": self.trust.to_dict() if self.trust is not None else None,
-        }
+    def row(self) -> ServerRow:
+        """What ``list_servers`` shows (``model_dump(by_alias=True)``: what ``check --json``
+        prints); secrets are already scrubbed from ``last_error``."""
+        return ServerRow(
+            name=self.name,
+            transport=self.transport,
+            state=self.state,
+            connected=self.connected,
+            tool_count=self.tool_count,
+            last_error=self.last_error,
+            last_refresh=self.last_refresh.isoformat() if self.last_refresh else None,
+            reconnects=self.reconnects,
+            trust=self.trust.row() if self.trust is not None else None,
+        )
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from typing import Any, Literal
 import mcp_types as types
 
 from server.settings import AppConfig, DownstreamConfig
+from tools.gateway import FlaggedRow, HeldRow, TrustRow
 
 from .errors import PinFileError
 from .pins import Pin, PinStore, definition_digest
@@ -99,17 +100,17 @@ class TrustReport:
         """Whether a person should look: something is held back or flagged."""
         return bool(self.held or self.flagged)
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (what ``list_servers`` and ``check --json`` show)."""
-        return {
-            "mode": self.mode,
-            "offered": self.offered,
-            "held": [{"tool": h.name, "reason": h.reason} for h in self.held],
-            "flagged": [{"tool": f.name, "findings": list(f.findings)} for f in self.flagged],
-            "truncated": list(self.truncated),
-            "dropped": len(self.dropped),
-            "droppedTools": list(self.dropped[:_SHOWN_DROPS]),
-        }
+    def row(self) -> TrustRow:
+        """What ``list_servers`` and ``check --json`` show."""
+        return TrustRow(
+            mode=self.mode,
+            offered=self.offered,
+            held=[HeldRow(tool=h.name, reason=h.reason) for h in self.held],
+            flagged=[FlaggedRow(tool=f.name, findings=list(f.findings)) for f in self.flagged],
+            truncated=list(self.truncated),
+            dropped=len(self.dropped),
+            dropped_tools=list(self.dropped[:_SHOWN_DROPS]),
+        )
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ async def test_all_tools_of_the_five_servers_are_gathered_and_searchable(tmp_pat
     exposed: list[list[ExposedTool]] = []
     async with running(five_servers(tmp_path), catalog, on_exposed_change=exposed.append) as gw:
         statuses = {s.name: s for s in gw.status()}
-        assert all(s.connected for s in statuses.values()), [s.to_dict() for s in gw.status()]
+        assert all(s.connected for s in statuses.values()), [s.row() for s in gw.status()]
         assert all(s.tool_count > 0 and s.last_refresh for s in statuses.values())
         tools = catalog.items(["tool"])
         assert len(tools) == sum(s.tool_count for s in statuses.values())

@@ -41,7 +41,7 @@ async def test_everything_over_streamable_http_lists_calls_reads_and_prompts(
     servers = {"web": DownstreamConfig(url=everything_http, transport="http", timeout=20)}
     async with running(servers) as gw:
         status = status_of(gw, "web")
-        assert status.connected and status.transport == "http", status.to_dict()
+        assert status.connected and status.transport == "http", status.row()
         assert any(t.name == "web__get-tiny-image" for t in gw.exposed_tools())
         image = await gw.call_tool("web", "get-tiny-image", {})
         assert "image" in {b.type for b in image.content}

@@ -24,7 +24,7 @@ async def test_read_file_and_read_dash_file_are_exposed_distinctly_and_routed_ba
         "files_c": fixture_server("named_tools.py", "read-file"),
     }
     async with running(servers) as gw:
-        assert all(s.connected for s in gw.status()), [s.to_dict() for s in gw.status()]
+        assert all(s.connected for s in gw.status()), [s.row() for s in gw.status()]
         names = {(t.server, t.tool): t.name for t in gw.tools()}
         assert names[("files-a", "read-file")] == "files-a__read-file"
         assert names[("files-b", "read_file")] == "files-b__read_file"

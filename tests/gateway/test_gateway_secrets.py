@@ -75,6 +75,6 @@ async def test_a_secret_never_appears_in_results_errors_status_or_logs(
         assert "broken" in str(info.value)
         with anyio.fail_after(10):
             await until(lambda: status_of(gw, "broken").reconnects >= 1)
-        statuses = json.dumps([s.to_dict() for s in gw.status()])
+        statuses = json.dumps([s.row().model_dump(by_alias=True) for s in gw.status()])
     for shown in (text, lane, statuses, str(info.value), broken.last_error, caplog.text):
         assert SECRET not in shown
