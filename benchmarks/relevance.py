@@ -4,7 +4,8 @@
 
 (a) MetaTool (queries-single, queries-multi): recall@5 and nDCG@10 of the hybrid ranking with
     no floor, then with each preset's tool floor (``min_score_tools``) applied to the hits. A
-    floor compares against the fused score (``SearchHit.score``) and hits come best first, so
+    floor compares as the search does (``SearchHit.clears``: the fused score, and the cosine
+    for 0.6 of the floor) and hits come best first, so
     it only cuts the tail of the top 5. Target: at "normal" recall@5 drops by at most 1 point.
 (b) The example agent (config.example.toml's rules and references) plus the tools of the five
     reference servers (time, git, everything, filesystem, memory), every tool searched as an
@@ -36,7 +37,7 @@ from contextcore.items import ContextItem, ItemRef, Tool
 from contextcore.loaders import load_catalog_json
 from contextcore.metrics import ndcg_at, recall_at
 from contextcore.presets import PRESET_NAMES, PRESETS
-from contextcore.search import SearchEngine
+from contextcore.search import SearchEngine, SearchHit
 from contextcore.services.broker import ContextBroker
 from contextcore.services.evaluation import EvalQuery, load_queries
 from server.embedding import build_embedder
@@ -57,7 +58,6 @@ OFF_TOPIC = (
 )
 MAX_RECALL_DROP = 1.0  # points of recall@5 the "normal" floor may cost
 
-Scored = list[tuple[str, float]]
 
 
 # -- the five reference servers ----------------------------------------------------------
@@ -138,7 +138,7 @@ def agent_keys(broker: ContextBroker, message: str, **kwargs: Any) -> list[tuple
 # -- (a) MetaTool ------------------------------------------------------------------------
 
 
-def ranked(engine: SearchEngine, queries: Sequence[EvalQuery]) -> list[Scored]:
+def ranked(engine: SearchEngine, queries: Sequence[EvalQuery]) -> list[list[SearchHit]]:
     """Each query's top 10 with fused scores, ranked as ``context-broker eval`` ranks."""
     vectors = engine.embed_queries([q.query for q in queries])
     chunks = max(engine.index().chunks, 1)
@@ -151,17 +151,17 @@ def ranked(engine: SearchEngine, queries: Sequence[EvalQuery]) -> list[Scored]:
             apply_include_score=False,
             query_vector=vectors[i] if vectors is not None else None,
         )
-        out.append([(h.ref.key, h.score) for h in result.hits])
+        out.append(list(result.hits))
     return out
 
 
 def scores_at(
-    queries: Sequence[EvalQuery], hits: Sequence[Scored], floor: float
+    queries: Sequence[EvalQuery], hits: Sequence[list[SearchHit]], floor: float
 ) -> tuple[float, float]:
     """Mean recall@5 and nDCG@10 (in points) with hits below ``floor`` dropped."""
     recall = ndcg = 0.0
     for q, row in zip(queries, hits, strict=True):
-        keys = [key for key, score in row if score >= floor]
+        keys = [h.ref.key for h in row if h.clears(floor)]
         recall += recall_at(keys, set(q.gold), 5)
         ndcg += ndcg_at(keys, set(q.gold), 10)
     return recall / len(queries) * 100, ndcg / len(queries) * 100

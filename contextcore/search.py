@@ -65,6 +65,12 @@ class SearchHit:
     similarity: float | None
     lexical: float
 
+    def clears(self, floor: float) -> bool:
+        """Whether this hit reaches a relevance floor: its score does, and (when there is a
+        cosine) so does its cosine for its share of the floor."""
+        meaning_ok = self.similarity is None or self.similarity >= _MEANING_SHARE * floor
+        return self.score >= floor and meaning_ok
+
     @property
     def similarity_score(self) -> float:
         """The score users see and results are ordered by: the fused relevance (in dense mode
@@ -216,7 +222,7 @@ class SearchEngine:
         mask = _item_mask(layout, wanted, modes, exclude)
         hits = self._rank(layout, query, s, mask, apply_include_score, query_vector)
         if min_score is not None:
-            hits = [h for h in hits if _clears(h, _floor(min_score, h.ref.type))]
+            hits = [h for h in hits if h.clears(_floor(min_score, h.ref.type))]
         if requested != s.mode:
             log.warning("search fell back to %s mode: %s", s.mode, why)
         return SearchResult(tuple(hits), s.mode, tuple(warnings))
@@ -320,13 +326,6 @@ def _clipped(query: str, limit: int) -> tuple[str, list[str]]:
 # query by its best match, so even a weak keyword hit ("all" in "thanks, that's all") gets the
 # full boost; an item must also be somewhat close in meaning to clear a floor.
 _MEANING_SHARE = 0.6
-
-
-def _clears(hit: SearchHit, floor: float) -> bool:
-    """Whether ``hit`` reaches a relevance floor: its score does, and (when there is a
-    cosine) so does its cosine for its share of the floor."""
-    meaning_ok = hit.similarity is None or hit.similarity >= _MEANING_SHARE * floor
-    return hit.score >= floor and meaning_ok
 
 
 def _floor(min_score: MinScore, item_type: ItemType) -> float:
