@@ -6,9 +6,9 @@ from .build import AppParts, build_broker, build_embedder, default_model_dir, re
 from .fastembed import DEFAULT_MODEL, MODEL_FILES, FastEmbedEmbedder
 
 __all__ = [
-    "AppParts",
     "DEFAULT_MODEL",
     "MODEL_FILES",
+    "AppParts",
     "FastEmbedEmbedder",
     "build_broker",
     "build_embedder",

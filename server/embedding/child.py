@@ -3,7 +3,8 @@
 The onnxruntime arena grows with every batch it runs and is never given back; embedding a
 whole catalog in the serving process would leave it holding that memory for good. A child
 process embeds instead and exits, and the serving process keeps only the vectors. Run as
-``python -m server.embedding.child``: a JSON request on stdin, raw float32 rows on stdout.
+``python -m server.embedding._child_main``: a JSON request on stdin, raw float32 rows on
+stdout.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import json
 import subprocess
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,7 +28,7 @@ def embed_in_child(settings: dict[str, Any], texts: Sequence[str], *, timeout: f
     request = json.dumps({"settings": settings, "texts": list(texts)}).encode("utf-8")
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "server.embedding.child"],
+            [sys.executable, "-m", "server.embedding._child_main"],
             input=request,
             capture_output=True,
             timeout=timeout,
@@ -43,21 +43,3 @@ def embed_in_child(settings: dict[str, Any], texts: Sequence[str], *, timeout: f
     if not texts or rows.size % len(texts):
         raise ModelError("bulk embedding process returned a malformed result")
     return rows.reshape(len(texts), rows.size // len(texts)).copy()
-
-
-def _main() -> None:
-    from contextcore.fastembed import FastEmbedEmbedder
-
-    request = json.loads(sys.stdin.buffer.read())
-    settings = dict(request["settings"])
-    for key in ("model_dir", "cache_dir"):
-        if settings.get(key):
-            settings[key] = Path(settings[key])
-    embedder = FastEmbedEmbedder(**settings, bulk_threshold=None)
-    vectors = embedder.embed(request["texts"])
-    sys.stdout.buffer.write(np.ascontiguousarray(vectors, dtype=np.float32).tobytes())
-    sys.stdout.buffer.flush()
-
-
-if __name__ == "__main__":
-    _main()

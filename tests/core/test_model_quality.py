@@ -73,6 +73,7 @@ def test_big_batches_are_embedded_in_a_child_process_with_identical_vectors(
     monkeypatch.setattr(bulk_embed, "embed_in_child", spy)
     assert np.allclose(in_child.embed(texts), here.embed(texts), atol=1e-6)
     assert calls == [40]
+    assert "embedding in this process instead" not in caplog.text  # the child did the work
     in_child.embed(texts[:5])  # small batches stay in this process
     assert calls == [40]
 
