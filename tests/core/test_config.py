@@ -56,3 +56,22 @@ def test_the_example_config_loads_an_agent_in_every_include_mode() -> None:
     assert set(counts) == {"rule", "reference"}
     assert set(counts["rule"]) == {"always", "manual", "agent"}
     assert set(counts["reference"]) == {"manual", "agent"}
+
+
+def test_the_domain_config_has_no_transport_tables_and_the_server_settings_add_them() -> None:
+    from contextcore import config as domain
+
+    data = {"search": {"top_n": 3}, "server": {"http": {"port": 9000}}, "gateway": {}}
+    with pytest.raises(ConfigError, match="unknown key 'server'"):
+        domain.parse_config(data, base_dir=REPO, environ={})
+    settings = parse_config(data, base_dir=REPO, environ={})
+    assert settings.search.top_n == 3 and settings.server.http.port == 9000
+    core = domain.parse_config({"search": {"top_n": 3}}, base_dir=REPO, environ={})
+    assert not hasattr(core, "server") and core.search == settings.search
+
+
+def test_an_unknown_key_in_a_transport_table_names_that_table() -> None:
+    with pytest.raises(ConfigError, match=r"unknown key 'server\.http\.prot'"):
+        parse_config({"server": {"http": {"prot": 1}}}, base_dir=REPO, environ={})
+    with pytest.raises(ConfigError, match=r"did you mean \[server\.http\] port"):
+        parse_config({"port": 1}, base_dir=REPO, environ={})
