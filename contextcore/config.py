@@ -1,4 +1,6 @@
-"""The broker's configuration: TOML into frozen pydantic models, loaded once.
+"""The domain's configuration and the one config loader: TOML into frozen pydantic models,
+loaded once. The server's settings (``server.settings.AppConfig``) extend ``BrokerConfig``
+with the transport tables and are loaded by the same code.
 
 Unknown keys are rejected with their dotted name; relative paths resolve against the config
 file's folder; ``CONTEXT_BROKER_<SECTION>__<KEY>`` environment variables override single keys
