@@ -11,7 +11,7 @@ from .errors import ContextCoreError
 from .items import ItemRef
 
 if TYPE_CHECKING:
-    from .analytics import ItemUsage
+    from .services.analytics import ItemUsage
 
 __all__ = ["MIN_TURNS_TO_SUGGEST", "Suggestion", "suggestions", "used_per_turn"]
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import Field
 
-from contextcore.analytics import format_usage, load_sessions, usage_stats
+from contextcore.services.analytics import format_usage, load_sessions, usage_stats
 from contextcore.services.broker import ContextBroker
 
 from ._spec import Args, Out, ToolContext, ToolSpec

@@ -1,4 +1,5 @@
-"""The services that orchestrate the domain: the broker, conversation history and evaluation.
+"""The services that orchestrate the domain: the broker, conversation history, usage
+analytics and evaluation.
 
 They hold the pure modules beside them (catalog, search, sessions, history) together and keep
 the rules that span several of them; the server reaches the domain through them.

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from contextcore.analytics import format_usage, sessions_of, usage_stats
+from contextcore.services.analytics import format_usage, sessions_of, usage_stats
 from contextcore.services.broker import ContextBroker
 
 

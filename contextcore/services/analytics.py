@@ -11,12 +11,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .catalog import Catalog
-from .errors import ContextCoreError
-from .items import ItemRef
-from .sessions import RequestContext, Session
-from .store import SessionStore, load_session
-from .suggestions import Suggestion, suggestions, used_per_turn
+from ..catalog import Catalog
+from ..errors import ContextCoreError
+from ..items import ItemRef
+from ..sessions import RequestContext, Session
+from ..store import SessionStore, load_session
+from ..suggestions import Suggestion, suggestions, used_per_turn
 
 __all__ = [
     "ItemUsage",
