@@ -5,19 +5,29 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from .errors import ContextCoreError
 from .items import ItemRef
 
-if TYPE_CHECKING:
-    from .services.analytics import ItemUsage
-
-__all__ = ["MIN_TURNS_TO_SUGGEST", "Suggestion", "suggestions", "used_per_turn"]
+__all__ = ["MIN_TURNS_TO_SUGGEST", "Suggestion", "UsageCounts", "suggestions", "used_per_turn"]
 
 MIN_TURNS_TO_SUGGEST = 5
 """Turns with recorded usage (or request contexts, for items never selected) an item needs
 before a change of its include mode is suggested."""
+
+
+class UsageCounts(Protocol):
+    """An item's counts over the turns with recorded usage (the analytics' item rows)."""
+
+    @property
+    def observed(self) -> int: ...
+
+    @property
+    def used(self) -> int: ...
+
+    @property
+    def missed(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -60,7 +70,7 @@ def used_per_turn(
 
 
 def suggestions(
-    usage: Mapping[ItemRef, ItemUsage],
+    usage: Mapping[ItemRef, UsageCounts],
     modes: Mapping[ItemRef, str],
     never_selected: list[str],
     turns: int,

@@ -137,11 +137,10 @@ def usage_stats(
     logs have no turn): an item's precision is the share of those turns selecting it that
     used it, and ``selected_never_used`` lists items such turns selected and never used.
     """
-    usage: dict[ItemRef, ItemUsage] = {}
-    histogram = [0] * _BUCKETS
+    tally = _Tally()
     notes = list(warnings)
     used_in = used_per_turn(events, notes)
-    count = turns = weak = empty = failed = reported = 0
+    count = 0
     for session in sessions:
         count += 1
         for turn in session.turns:
@@ -151,56 +150,77 @@ def usage_stats(
                     f"session {session.session_id!r}: turn {turn.request_id!r} skipped: {problem}"
                 )
                 continue
-            turns += 1
-            used = used_in.get((session.session_id, turn.request_id))
-            if used is not None:
-                reported += 1
-                _count_use(usage, turn, used)
-            agent_scores: list[float] = []
-            for item in turn.items:
-                row = usage.setdefault(item.ref, ItemUsage(item.ref))
-                row.by_mode[item.include_mode] += 1
-                row.observed += used is not None
-                if item.include_mode == "agent" and item.similarity_score is not None:
-                    row.scores.append(item.similarity_score)
-                    agent_scores.append(item.similarity_score)
-                    bucket = min(_BUCKETS - 1, max(0, int(item.similarity_score * _BUCKETS)))
-                    histogram[bucket] += 1
-            if turn.search_mode is None:
-                failed += 1
-                continue
-            if not agent_scores:
-                empty += 1
-            threshold = turn.include_score
-            if threshold is not None and not any(s >= threshold for s in agent_scores):
-                weak += 1
-    enabled = catalog.enabled()
-    never_selected = sorted(
-        i.ref.key
-        for i in enabled
-        if i.effective_include == "agent"
-        and (i.ref not in usage or usage[i.ref].by_mode["agent"] == 0)
-    )
-    never_included = sorted(i.ref.key for i in enabled if i.ref not in usage)
-    rows = sorted(usage.values(), key=lambda u: (-u.included, u.ref.key))
-    unused = sorted(u.ref.key for u in rows if u.observed and not u.used)
-    modes = {i.ref: i.effective_include for i in enabled}
-    advice = suggestions(usage, modes, never_selected, turns, reported)
-    return UsageStats(
-        count,
-        turns,
-        rows,
-        histogram,
-        never_selected,
-        never_included,
-        weak,
-        empty,
-        failed,
-        notes,
-        reported,
-        unused,
-        advice,
-    )
+            tally.add(turn, used_in.get((session.session_id, turn.request_id)))
+    return tally.stats(count, catalog, notes)
+
+
+@dataclass
+class _Tally:
+    """Counts over the turns read so far."""
+
+    usage: dict[ItemRef, ItemUsage] = field(default_factory=dict)
+    histogram: list[int] = field(default_factory=lambda: [0] * _BUCKETS)
+    turns: int = 0
+    weak: int = 0
+    empty: int = 0
+    failed: int = 0
+    reported: int = 0
+
+    def add(self, turn: RequestContext, used: set[ItemRef] | None) -> None:
+        """Count one well-formed turn and, when usage was recorded for it, what it used."""
+        self.turns += 1
+        if used is not None:
+            self.reported += 1
+            _count_use(self.usage, turn, used)
+        agent_scores: list[float] = []
+        for item in turn.items:
+            row = self.usage.setdefault(item.ref, ItemUsage(item.ref))
+            row.by_mode[item.include_mode] += 1
+            row.observed += used is not None
+            if item.include_mode == "agent" and item.similarity_score is not None:
+                row.scores.append(item.similarity_score)
+                agent_scores.append(item.similarity_score)
+                bucket = min(_BUCKETS - 1, max(0, int(item.similarity_score * _BUCKETS)))
+                self.histogram[bucket] += 1
+        if turn.search_mode is None:
+            self.failed += 1
+            return
+        if not agent_scores:
+            self.empty += 1
+        threshold = turn.include_score
+        if threshold is not None and not any(s >= threshold for s in agent_scores):
+            self.weak += 1
+
+    def stats(self, sessions: int, catalog: Catalog, notes: list[str]) -> UsageStats:
+        """The totals, with the catalog's items never selected or included and suggestions."""
+        usage = self.usage
+        enabled = catalog.enabled()
+        never_selected = sorted(
+            i.ref.key
+            for i in enabled
+            if i.effective_include == "agent"
+            and (i.ref not in usage or usage[i.ref].by_mode["agent"] == 0)
+        )
+        never_included = sorted(i.ref.key for i in enabled if i.ref not in usage)
+        rows = sorted(usage.values(), key=lambda u: (-u.included, u.ref.key))
+        unused = sorted(u.ref.key for u in rows if u.observed and not u.used)
+        modes = {i.ref: i.effective_include for i in enabled}
+        advice = suggestions(usage, modes, never_selected, self.turns, self.reported)
+        return UsageStats(
+            sessions,
+            self.turns,
+            rows,
+            self.histogram,
+            never_selected,
+            never_included,
+            self.weak,
+            self.empty,
+            self.failed,
+            notes,
+            self.reported,
+            unused,
+            advice,
+        )
 
 
 def _count_use(usage: dict[ItemRef, ItemUsage], turn: RequestContext, used: set[ItemRef]) -> None:
