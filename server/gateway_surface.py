@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
@@ -258,7 +259,7 @@ class GatewaySurface:
         if session_id is not None and not result.is_error:  # used for the session's last turn
             await self._learn_use(session_id, ItemRef("tool", tool, server))
         if session_id is not None and self._record.get(server, True):
-            await self._record_call(session_id, tool, arguments, result)
+            await self._record_call(session_id, server, tool, arguments, result)
         return result
 
     def forwards_plainly(self, name: str, arguments: dict[str, Any]) -> bool:
@@ -329,17 +330,27 @@ class GatewaySurface:
             return result
 
     async def _record_call(
-        self, session_id: str, tool: str, arguments: dict[str, Any], result: types.CallToolResult
+        self,
+        session_id: str,
+        server: str,
+        tool: str,
+        arguments: dict[str, Any],
+        result: types.CallToolResult,
     ) -> None:
-        """Append the call and its (size-limited) result to the session's history; a failure
-        here is logged and never fails the call itself."""
+        """Record the call in the session (its own record, with server, tool, arguments and
+        the size-limited result) and append it with its result to the session's history; a
+        failure here is logged and never fails the call itself."""
         history = self.history
         content = [b.model_dump(by_alias=True, mode="json") for b in result.content]
         text, _ = result_text(content, result.structured_content, self._record_max_chars)
+        is_error = bool(result.is_error)
+        call: dict[str, Any] = {"server": server, "tool": tool, "arguments": arguments}
+        call |= {"result": text, "is_error": is_error, "at": time.time()}
 
         def append() -> None:
+            self.broker.store.append_call(session_id, call)
             shape = history.shape(session_id) or "openai"
-            messages = call_messages(shape, tool, arguments, text, bool(result.is_error))
+            messages = call_messages(shape, tool, arguments, text, is_error)
             history.append_messages(session_id, messages)
 
         try:
