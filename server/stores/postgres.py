@@ -84,6 +84,10 @@ class PostgresSessionStore:
             timeout=timeout,
             open=False,
             check=ConnectionPool.check_connection,
+            # Plan each query for its own values: a generic plan of a prepared statement does
+            # not know the session's size, and for a long session it walks the session's
+            # messages instead of the id index (appends then grow with the history).
+            kwargs={"prepare_threshold": None},
             name="context-broker-store",
         )
         try:
