@@ -46,7 +46,7 @@ __all__ = ["LearningSettings", "UsageLearner", "decode_vector", "encode_vector"]
 
 _EVIDENCE_HALF = 5.0  # learned requests at which an item gets half the full weight
 _CENTROID_SHARE = 0.75
-_CANDIDATES = 32  # learning may lift the learned items among the best 4 * 32 chunks
+_CANDIDATES = 24  # learning may lift the learned items among the best 4 * 24 chunks
 _VOTERS = 5  # of those, the best after the centroid also get the nearest-request vote
 _REMEMBERED_QUERIES = 512
 _MAX_EXPONENT = 60.0  # rebase decayed sums before their scale leaves float32's range
