@@ -14,10 +14,16 @@
     return n;
   }
 
+  // Each route change starts a new generation; an answer that arrives after the user moved on
+  // is dropped, so a slow page can never overwrite the one being shown.
+  var generation = 0;
+
   function api(path) {
+    var mine = generation;
     return fetch("api/" + path, { credentials: "same-origin", headers: { Accept: "application/json" } })
       .then(function (r) {
         return r.json().then(function (body) {
+          if (mine !== generation) return new Promise(function () {});
           if (!r.ok) throw new Error(body.error || (body.error && body.error.message) || r.statusText);
           return body;
         });
@@ -130,6 +136,7 @@
   }
 
   function route() {
+    generation += 1;
     var parts = (location.hash || "#/sessions").slice(2).split("/").map(decodeURIComponent);
     document.querySelectorAll("nav a").forEach(function (a) { a.classList.toggle("active", a.dataset.nav === parts[0]); });
     if (parts[0] !== "sessions" || parts.length < 3) overlay.hidden = true;
