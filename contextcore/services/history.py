@@ -49,6 +49,7 @@ from ..history import (
 )
 from ..history.conversation import check_group, check_shape, with_group
 from ..history.limits import check_append, check_label, check_snapshot, check_text
+from ..history.messages import check_ids
 from ..history.summaries.extractive import extractive_chain
 from ..history.summaries.policy import clip_to_tokens
 from ..store import DuplicateRecord, MessageRecord
@@ -164,7 +165,8 @@ class HistoryService:
         check_append(parsed, start, self.limits)
         known = self.shape(sid)
         shape = check_shape(parsed, start, known)
-        _check_unused(store.used_ids(sid, [m.id for m in parsed], _call_ids(parsed)), parsed, start)
+        taken_ids, taken_calls = store.used_ids(sid, [m.id for m in parsed], _call_ids(parsed))
+        check_ids(parsed, start=start, taken_ids=taken_ids, taken_call_ids=taken_calls)
         records = [MessageRecord(m.id, m.raw, m.call_ids) for m in parsed]
         try:
             seqs = store.append_messages(sid, records)
@@ -349,29 +351,6 @@ class HistoryService:
 
 def _call_ids(messages: Sequence[Message]) -> list[str]:
     return [c for m in messages for c in m.call_ids]
-
-
-def _check_unused(
-    used: tuple[frozenset[str], frozenset[str]], messages: Sequence[Message], start: int
-) -> None:
-    """The same errors parsing gives for ids reused within one call, for ids the session
-    already holds."""
-    ids, calls = used
-    for offset, message in enumerate(messages):
-        index = start + offset
-        if message.id in ids:
-            raise HistoryError(
-                f"messages[{index}].id {message.id!r} is already used; give each message "
-                "a unique id or leave it out",
-                field=f"messages[{index}].id",
-            )
-        for call_id in message.call_ids:
-            if call_id in calls:
-                raise HistoryError(
-                    f"messages[{index}] reuses tool call id {call_id!r}; tool call ids must "
-                    "be unique in a conversation",
-                    field=f"messages[{index}].tool_calls",
-                )
 
 
 def _check_budget(max_tokens: int | None) -> int | None:

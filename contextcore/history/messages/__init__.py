@@ -17,7 +17,7 @@ Everything else in the history package works on :class:`Message`.
 
 from __future__ import annotations
 
-from ._check import parse_messages
+from ._check import check_ids, parse_messages
 from ._edit import TRUNCATED, cut, map_args, map_texts, replace_result
 from ._read import (
     ROLES,
@@ -49,6 +49,7 @@ __all__ = [
     "ToolCall",
     "ToolResult",
     "block_is_empty",
+    "check_ids",
     "content_blocks",
     "content_parts",
     "cut",

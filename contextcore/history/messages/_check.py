@@ -15,7 +15,7 @@ from typing import Any
 from ...errors import HistoryError
 from ._read import ROLES, Message, detect_shape, make_message
 
-__all__ = ["parse_messages"]
+__all__ = ["check_ids", "parse_messages"]
 
 
 def parse_messages(
@@ -35,12 +35,24 @@ def parse_messages(
         raise HistoryError(f"messages must be a list, got {raws!r}", field="messages")
     checked = [_check_message(raw, start + offset) for offset, raw in enumerate(raws)]
     detect_shape(checked, start=start)
+    messages = [make_message(_with_id(raw, start + offset)) for offset, raw in enumerate(checked)]
+    check_ids(messages, start=start, taken_ids=taken_ids, taken_call_ids=taken_call_ids)
+    return messages
+
+
+def check_ids(
+    messages: Sequence[Message],
+    *,
+    start: int = 0,
+    taken_ids: frozenset[str] = frozenset(),
+    taken_call_ids: frozenset[str] = frozenset(),
+) -> None:
+    """Raise ``HistoryError`` naming the first message whose id, or one of whose tool call
+    ids, is used earlier in ``messages`` or is among the ids already taken."""
     ids = set(taken_ids)
     call_ids = set(taken_call_ids)
-    messages = []
-    for offset, raw in enumerate(checked):
+    for offset, message in enumerate(messages):
         index = start + offset
-        message = make_message(_with_id(raw, index))
         if message.id in ids:
             raise HistoryError(
                 f"messages[{index}].id {message.id!r} is already used; give each message "
@@ -56,8 +68,6 @@ def parse_messages(
                 )
             call_ids.add(call_id)
         ids.add(message.id)
-        messages.append(message)
-    return messages
 
 
 def _with_id(raw: Mapping[str, Any], index: int) -> Mapping[str, Any]:
