@@ -117,9 +117,16 @@ async def test_names_detail_gives_headings_only_and_a_small_budget_names_what_di
         _, out = await call(
             client, "build_request_context", session_id=sid, message="style", max_context_tokens=100
         )
-        assert out["omitted"]  # the two always rules do not both fit in 100 tokens
+        # The header and the "Not included" list take the whole budget: no rule fits.
+        assert set(out["omitted"]) == {"rule:alpha-rule", "rule:house-style"}
         assert all(f'get_context_items(keys=["{k}"])' in out["text"] for k in out["omitted"])
-        assert out["text_tokens"] <= 100 or not re.search(r"^### ", out["text"], flags=re.M)
+        assert not re.search(r"^### ", out["text"], flags=re.M)
+        assert "Answer in British English." not in out["text"]
+        _, roomy = await call(
+            client, "build_request_context", session_id=sid, message="style", max_context_tokens=400
+        )
+        assert roomy["omitted"] == [] and roomy["text_tokens"] <= 400
+        assert "Answer in British English." in roomy["text"]
 
 
 async def test_presets_come_from_config_then_session_then_call_and_are_recorded(
