@@ -43,6 +43,20 @@ def _median_ms(fn: Callable[[], object], reps: int) -> float:
     return statistics.median(times)
 
 
+def _interleaved(
+    young: Callable[[], object], grown: Callable[[], object], reps: int
+) -> tuple[float, float]:
+    """Median ms of each side, timed in turn so that drift (disk, other load) hits both
+    alike, each going first every other time: a write right after another can wait for its
+    flush."""
+    times: tuple[list[float], list[float]] = ([], [])
+    for i in range(reps):
+        order = ((0, young), (1, grown)) if i % 2 else ((1, grown), (0, young))
+        for side, fn in order:
+            times[side].append(_median_ms(fn, 1))
+    return statistics.median(times[0]), statistics.median(times[1])
+
+
 def _fill(service: HistoryService, sid: str, count: int, tag: str) -> None:
     for start in range(0, count, 200):
         n = min(200, count - start)
@@ -68,17 +82,8 @@ def measure(store: SessionStore, reps: int) -> dict[str, float]:
     _fill(service, small, SMALL_MESSAGES, "small")
     big = broker.create_session().session_id
     _fill(service, big, BIG_MESSAGES, "big")
-    # Interleave the two sides so that drift (disk, other load) hits both alike, and take
-    # turns at going first: a write right after another can wait for its flush.
-    a, b = [], []
-    for i in range(reps):
-        if i % 2:
-            a.append(_median_ms(append(small), 1))
-            b.append(_median_ms(append(big), 1))
-        else:
-            b.append(_median_ms(append(big), 1))
-            a.append(_median_ms(append(small), 1))
-    out = {"append_small_ms": statistics.median(a), "append_big_ms": statistics.median(b)}
+    small_ms, big_ms = _interleaved(append(small), append(big), reps)
+    out = {"append_small_ms": small_ms, "append_big_ms": big_ms}
     fresh = broker.create_session().session_id
     old = broker.create_session().session_id
     for i in range(OLD_TURNS):
@@ -88,16 +93,7 @@ def measure(store: SessionStore, reps: int) -> dict[str, float]:
     def build(sid: str) -> Callable[[], object]:
         return lambda: broker.build_request_context(sid, "which rules apply to sql queries")
 
-    f, o = [], []
-    for i in range(reps):
-        if i % 2:
-            f.append(_median_ms(build(fresh), 1))
-            o.append(_median_ms(build(old), 1))
-        else:
-            o.append(_median_ms(build(old), 1))
-            f.append(_median_ms(build(fresh), 1))
-    out["build_fresh_ms"] = statistics.median(f)
-    out["build_old_ms"] = statistics.median(o)
+    out["build_fresh_ms"], out["build_old_ms"] = _interleaved(build(fresh), build(old), reps)
     out["append_ratio"] = out["append_big_ms"] / out["append_small_ms"]
     out["build_ratio"] = out["build_old_ms"] / out["build_fresh_ms"]
     return out
