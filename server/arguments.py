@@ -22,9 +22,30 @@ _MAX_SCHEMA_CHARS = 1200
 _MAX_PROBLEMS = 3
 
 
+def _without_patterns(node: Any) -> Any:
+    """The schema without ``pattern`` and ``patternProperties``: their regular expressions
+    come from the downstream server and would run on the broker's event loop in time no one
+    bounds, so the broker checks types, required properties and structure and leaves
+    patterns to the server itself."""
+    if isinstance(node, dict):
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if (key == "pattern" and isinstance(value, str)) or key == "patternProperties":
+                continue
+            if key in ("properties", "$defs", "definitions") and isinstance(value, dict):
+                # names of properties or definitions, not keywords: keep every one
+                out[key] = {name: _without_patterns(sub) for name, sub in value.items()}
+            else:
+                out[key] = _without_patterns(value)
+        return out
+    if isinstance(node, list):
+        return [_without_patterns(v) for v in node]
+    return node
+
+
 @lru_cache(maxsize=512)
 def _validator(schema_json: str) -> Validator | None:
-    schema = json.loads(schema_json)
+    schema = _without_patterns(json.loads(schema_json))
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
         cls.check_schema(schema)
@@ -48,11 +69,16 @@ def schema_problem(
     the schema."""
     if not schema:
         return None
-    schema_json = json.dumps(schema, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    validator = _validator(schema_json)
-    if validator is None:
+    try:
+        schema_json = json.dumps(schema, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        validator = _validator(schema_json)
+        if validator is None:
+            return None
+        errors = sorted(validator.iter_errors(dict(arguments)), key=lambda e: list(e.path))
+    except (RecursionError, ValueError, TypeError) as exc:
+        # A schema too deep or odd to check must not fail the call: the server checks.
+        log.warning("arguments for %s/%s forwarded unchecked: %s", server, tool, exc)
         return None
-    errors = sorted(validator.iter_errors(dict(arguments)), key=lambda e: list(e.path))
     if not errors:
         return None
     problems = "; ".join(
