@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import OrderedDict
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
@@ -57,6 +58,23 @@ def _validator(schema_json: str) -> Validator | None:
     return validator
 
 
+# The catalog keeps a tool's schema object until the tool changes, so a call finds its
+# validator by the object's identity without serializing the schema again.
+_BY_OBJECT: OrderedDict[int, tuple[Mapping[str, Any], str, Validator | None]] = OrderedDict()
+
+
+def _compiled(schema: Mapping[str, Any]) -> tuple[str, Validator | None]:
+    """The schema as canonical JSON and its validator (None: not usable for checking)."""
+    hit = _BY_OBJECT.get(id(schema))
+    if hit is not None and hit[0] is schema:
+        return hit[1], hit[2]
+    schema_json = json.dumps(schema, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    _BY_OBJECT[id(schema)] = (schema, schema_json, _validator(schema_json))
+    while len(_BY_OBJECT) > 512:
+        _BY_OBJECT.popitem(last=False)
+    return schema_json, _BY_OBJECT[id(schema)][2]
+
+
 def _where(path: Any) -> str:
     parts = [str(p) for p in path]
     return "arguments" + "".join(f"[{p!r}]" if not p.isdigit() else f"[{p}]" for p in parts)
@@ -70,8 +88,7 @@ def schema_problem(
     if not schema:
         return None
     try:
-        schema_json = json.dumps(schema, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-        validator = _validator(schema_json)
+        schema_json, validator = _compiled(schema)
         if validator is None:
             return None
         errors = sorted(validator.iter_errors(dict(arguments)), key=lambda e: list(e.path))
