@@ -36,18 +36,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 SERVER_NAME = "context-broker"
-# Tools whose answer depends on the downstream tools being in the catalog: early calls wait
-# for the first gathering of downstream servers (bounded by the startup budget).
-_NEEDS_DOWNSTREAM_TOOLS = frozenset(
-    {
-        "create_session",
-        "build_request_context",
-        "search_context_items",
-        "get_context_items",
-        "list_catalog",
-        "list_session_context",
-    }
-)
 TOOLS = (*BROKER_TOOLS, APP_TOOL)
 INSTRUCTIONS = (
     "Call create_session once per conversation and keep its session_id. Before answering each "
@@ -140,7 +128,7 @@ def _tool_handlers(runner: ToolRunner, surface: GatewaySurface | None) -> dict[s
     ) -> types.CallToolResult:
         spec = runner.specs.get(params.name)
         if spec is not None:
-            if surface is not None and spec.name in _NEEDS_DOWNSTREAM_TOOLS:
+            if surface is not None:  # early calls wait for the first gathering (bounded)
                 await surface.startup()
             result = await runner.call(spec, params.arguments or {}, ctx)
             if surface is not None and spec.name == "build_request_context":
