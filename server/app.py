@@ -54,7 +54,7 @@ def serve(
     insecure: bool = False,
 ) -> int:
     """Run the server until the client disconnects (stdio) or a signal stops it (HTTP);
-    ``insecure`` allows a non-loopback bind with neither a token nor ``allowed_hosts``."""
+    ``insecure`` allows a non-loopback bind without a bearer token."""
     config = load_config(config_path)
     if not log_level_given:
         logging.getLogger().setLevel(config.server.log_level)

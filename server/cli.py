@@ -87,8 +87,8 @@ def _serve_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--insecure",
         action="store_true",
-        help="allow an HTTP bind to a non-loopback address with neither a bearer token nor "
-        "server.http.allowed_hosts",
+        help="serve HTTP on a non-loopback address WITHOUT AUTHENTICATION (no bearer token): "
+        "anyone who can reach it can call every downstream tool",
     )
 
 

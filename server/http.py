@@ -67,21 +67,25 @@ def guard_settings(
     bind address itself, and the configured hosts. Bound to every interface with no
     ``allowed_hosts``, the Host check is off (and a warning says so).
 
-    Bound to a non-loopback address, the server needs a bearer token or ``allowed_hosts``;
-    without either it refuses to start (``ConfigError``) unless ``insecure`` is set.
+    Bound to a non-loopback address, the server needs a bearer token; without one it refuses
+    to start (``ConfigError``) unless ``insecure`` is set. ``allowed_hosts`` does not count:
+    it guards browsers against DNS rebinding, and any other client can send any Host header.
     """
     token = _auth_token(http, os.environ if environ is None else environ)
-    if not _is_loopback(host) and token is None and not http.allowed_hosts:
+    if not _is_loopback(host) and token is None:
         if not insecure:
             raise ConfigError(
-                f"refusing to listen on {host!r} with no protection: anyone who can reach "
-                "that address could use the broker and its downstream servers. Set a bearer "
-                "token (server.http.auth_token_env or auth_token), or list the names clients "
-                "use in server.http.allowed_hosts, or pass --insecure to serve unprotected on "
-                "purpose",
-                field="server.http.host",
+                f"refusing to listen on {host!r} without server.http.auth_token_env (or "
+                "auth_token): anyone who can reach that address could use the broker and its "
+                "downstream servers, whatever allowed_hosts says; set a bearer token, or pass "
+                "--insecure to serve unauthenticated on purpose",
+                field="server.http.auth_token_env",
             )
-        log.warning("--insecure: listening on %r with no bearer token and no allowed_hosts", host)
+        log.warning(
+            "--insecure: listening on %r with NO AUTHENTICATION; anyone who can reach this "
+            "address can call every downstream tool",
+            host,
+        )
     allowed = [*http.allowed_hosts]
     if host in _WILDCARD_BINDS:
         if not allowed:

@@ -1,0 +1,88 @@
+"""Who may use an HTTP broker, and what it tells those who may not: a real
+``context-broker serve --transport http`` over a real socket.
+
+A public bind needs a bearer token whatever ``allowed_hosts`` says; ``/readyz`` tells a
+caller without the token only whether the broker is ready."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import anyio
+import httpx2
+from anyio.streams.text import TextReceiveStream
+
+from tests.support.broker_procs import BROKER, running_broker, server_env, write_config
+
+TOKEN = "tok-access-9c1f2e"
+TOKEN_ENV = "BROKER_ACCESS_TOKEN"
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"},
+    },
+}
+HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+PUBLIC = '\n[server.http]\nhost = "0.0.0.0"\nallowed_hosts = ["broker.example"]\n'
+
+
+async def _serve_until_listening_or_exit(config: Path, env: dict[str, str]) -> tuple[str, int]:
+    """Run ``serve --transport http``; what it logged and its exit code (-1: it listened)."""
+    cmd = [BROKER, "serve", "--config", str(config), "--transport", "http", "--port", "0"]
+    proc = await anyio.open_process(cmd, env=env)
+    log = ""
+    try:
+        assert proc.stderr is not None
+        with anyio.fail_after(60):
+            async for chunk in TextReceiveStream(proc.stderr):
+                log += chunk
+                if re.search(r"listening on http://\S+/mcp", log):
+                    return log, -1
+            return log, await proc.wait()
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+            with anyio.move_on_after(10):
+                await proc.wait()
+            if proc.returncode is None:
+                proc.kill()
+        await proc.aclose()
+
+
+def _local(url: str) -> str:
+    """The broker's URL reached over loopback (it logs the address it is bound to)."""
+    return re.sub(r"//[^/:]+|//\[[^\]]+\]", "//127.0.0.1", url, count=1)
+
+
+async def test_a_public_bind_with_allowed_hosts_but_no_token_is_refused(tmp_path: Path) -> None:
+    log, code = await _serve_until_listening_or_exit(
+        write_config(tmp_path, extra=PUBLIC), server_env()
+    )
+    assert code > 0, log  # refused: it never listened
+    error = [line for line in log.splitlines() if "error" in line]
+    assert len(error) == 1, log
+    assert "server.http.auth_token_env" in error[0] and "--insecure" in error[0]
+
+
+async def test_a_public_bind_with_a_token_refuses_an_allowed_host_without_the_token(
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, extra=PUBLIC + f'auth_token_env = "{TOKEN_ENV}"\n')
+    env = {**server_env(), TOKEN_ENV: TOKEN}
+    async with (
+        running_broker(config, env=env) as (url, _),
+        httpx2.AsyncClient(timeout=10) as http,
+    ):
+        base = _local(url)
+        host = {**HEADERS, "host": "broker.example"}
+        refused = await http.post(f"{base}/mcp", json=INIT, headers=host)
+        allowed = await http.post(
+            f"{base}/mcp", json=INIT, headers={**host, "authorization": f"Bearer {TOKEN}"}
+        )
+    assert refused.status_code == 401, refused.text
+    assert allowed.status_code == 200, allowed.text
