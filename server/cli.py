@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from contextcore.catalog import Catalog
-from contextcore.errors import ContextCoreError
+from contextcore.errors import ConfigError, ContextCoreError
 from contextcore.factory import build_search
 from contextcore.loaders import load_catalog_json
 from contextcore.services.evaluation import EvalReport, evaluate, load_queries
@@ -347,14 +347,18 @@ def _cmd_stats(args: argparse.Namespace) -> int:
 def _cmd_serve(args: argparse.Namespace) -> int:
     from .app import serve
 
-    return serve(
-        args.config,
-        transport=args.transport,
-        host=args.host,
-        port=args.port,
-        log_level_given=args.log_level is not None,
-        insecure=args.insecure,
-    )
+    try:
+        return serve(
+            args.config,
+            transport=args.transport,
+            host=args.host,
+            port=args.port,
+            log_level_given=args.log_level is not None,
+            insecure=args.insecure,
+        )
+    except ConfigError as exc:  # found at startup: exit 1, as check does for the same config
+        print(f"context-broker: error: {exc}", file=sys.stderr)
+        return 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -47,14 +47,28 @@ def _url(config: AppConfig) -> str:
     return expand_url(p.url, os.environ)
 
 
+def _missing_extra(backend: str, exc: ImportError) -> ConfigError:
+    return ConfigError(
+        f'persistence.backend = "{backend}" needs its client library, which is not installed '
+        f"({exc}); install it with: pip install 'mcp-context-broker[{backend}]'",
+        field="persistence.backend",
+    )
+
+
 def _postgres(config: AppConfig) -> SessionStore:
-    from .postgres import PostgresSessionStore
+    try:
+        from .postgres import PostgresSessionStore
+    except ImportError as exc:
+        raise _missing_extra("postgres", exc) from exc
 
     return PostgresSessionStore(_url(config))
 
 
 def _redis(config: AppConfig) -> SessionStore:
-    from .redis import RedisSessionStore  # type: ignore[import-not-found,unused-ignore]
+    try:
+        from .redis import RedisSessionStore  # type: ignore[import-not-found,unused-ignore]
+    except ImportError as exc:
+        raise _missing_extra("redis", exc) from exc
 
     store: SessionStore = RedisSessionStore(_url(config))
     return store

@@ -10,7 +10,10 @@ migration and leaves the file as it was.
 from __future__ import annotations
 
 import json
+import logging
+import os
 import sqlite3
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,8 @@ from contextcore.history import ConversationHistory
 from contextcore.sessions import Session
 
 __all__ = ["SCHEMA_VERSION", "open_checked"]
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 2
 _MAGIC = b"SQLite format 3\x00"
@@ -96,15 +101,35 @@ CREATE TABLE IF NOT EXISTS embeddings (
 
 
 def _refused(path: Path, why: str) -> ConfigError:
+    # Never advise moving the file away: its -wal file may hold acknowledged writes, and a
+    # main file moved without it loses them.
     return ConfigError(
         f"the session database {str(path)!r} {why}; it was not opened and nothing was "
-        "changed. Restore it from a backup, or move it away to start a new store",
+        "changed. Keep it together with its -wal and -shm files (one database), copy all "
+        "three before any repair (sqlite3's .recover reads them), or set persistence.path "
+        "to another file for a separate store",
         field="persistence.path",
     )
 
 
+def _has_wal(path: Path) -> bool:
+    """Whether a write-ahead log with content sits beside ``path``: then the main file may
+    be shorter than its header says (pages not yet copied back are in the log)."""
+    try:
+        return os.stat(f"{path}-wal").st_size > 0
+    except OSError:
+        return False
+
+
 def _check_file(path: Path) -> None:
-    """Refuse an existing file that is empty, not SQLite, or shorter than its header says."""
+    """Refuse an existing file that is a directory, empty, not SQLite, or (with no
+    write-ahead log beside it) shorter than its header says."""
+    if path.is_dir():
+        raise ConfigError(
+            f"persistence.path {str(path)!r} is a directory; name a file in it, for example "
+            f"{str(path / 'sessions.sqlite3')!r}",
+            field="persistence.path",
+        )
     if not path.exists():
         return
     size = path.stat().st_size
@@ -118,9 +143,40 @@ def _check_file(path: Path) -> None:
     page_size = int.from_bytes(head[16:18], "big")
     page_size = 65536 if page_size == 1 else page_size
     pages = int.from_bytes(head[28:32], "big")
-    valid = head[24:28] == head[92:96]
+    valid = head[24:28] == head[92:96] and not _has_wal(path)
     if page_size and (size % page_size or (valid and pages * page_size > size)):
         raise _refused(path, f"is truncated ({size} bytes, its header promises {pages} pages)")
+
+
+def _keep_private(path: Path) -> None:
+    """Create the store file readable by its owner only (SQLite gives its -wal and -shm
+    files the main file's mode), or take group and other access off an existing one: it
+    holds conversations and recorded tool arguments and results."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise _refused(path, f"cannot be created ({exc})") from exc
+    else:
+        os.close(fd)
+        return
+    for name in (str(path), f"{path}-wal", f"{path}-shm"):
+        try:
+            mode = stat.S_IMODE(os.stat(name).st_mode)
+            if mode & 0o077:
+                os.chmod(name, mode & 0o700)
+                log.warning(
+                    "took group and other access off %s (was %o, now %o): it holds "
+                    "conversations and tool results",
+                    name,
+                    mode,
+                    mode & 0o700,
+                )
+        except FileNotFoundError:
+            continue
+        except OSError as exc:  # not the owner: the file stays as it is, and says so
+            log.warning("could not make %s private (%s)", name, exc)
 
 
 def open_checked(path: Path) -> sqlite3.Connection:
@@ -131,6 +187,7 @@ def open_checked(path: Path) -> sqlite3.Connection:
     except OSError as exc:
         raise _refused(path, f"cannot be created ({exc})") from exc
     _check_file(path)
+    _keep_private(path)
     try:
         db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
     except sqlite3.Error as exc:

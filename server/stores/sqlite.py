@@ -85,6 +85,17 @@ class SqliteSessionStore:
             "a new file"
         )
 
+    def _write_failed(self, exc: sqlite3.Error) -> StoreUnavailable:
+        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+            # Nothing to restore and no restart needed: the next write after room is made
+            # goes through.
+            return StoreUnavailable(
+                f"the disk holding the session database {str(self.path)!r} is full ({exc}); "
+                "nothing was stored and everything stored before is kept. Free space on that "
+                "disk: writes go through again as soon as there is room, without a restart"
+            )
+        return self._unavailable(f"cannot be written ({exc})")
+
     def check_writable(self) -> None:
         """``StoreUnavailable`` if the file was deleted, replaced or made read-only."""
         try:
@@ -105,7 +116,7 @@ class SqliteSessionStore:
             try:
                 self._db.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
-                raise self._unavailable(f"cannot be written ({exc})") from exc
+                raise self._write_failed(exc) from exc
             try:
                 yield self._db
                 self._db.execute("COMMIT")
@@ -117,7 +128,7 @@ class SqliteSessionStore:
                         f"a message id or tool call id is already used in the session ({exc})"
                     ) from exc
                 if isinstance(exc, sqlite3.Error):
-                    raise self._unavailable(f"cannot be written ({exc})") from exc
+                    raise self._write_failed(exc) from exc
                 raise
 
     @contextmanager
