@@ -10,6 +10,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import argparse
 import json
 import logging
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -153,8 +154,20 @@ def _tools_parser(sub: Any) -> None:
     for name in ("status", "list"):
         status = actions.add_parser(name, help="show the tool changes waiting for approval")
         status.add_argument("--json", action="store_true", help="print one JSON object")
-    approve = actions.add_parser("approve", help="approve a held tool (or all of a server's)")
-    approve.add_argument("target", metavar="SERVER[/TOOL]")
+    approve = actions.add_parser(
+        "approve",
+        help="approve a held tool (or all of a server's) by the hash `tools status` showed",
+    )
+    approve.add_argument("target", metavar="SERVER[/TOOL[@HASH]]")
+    approve.add_argument(
+        "--hash",
+        dest="hashes",
+        action="append",
+        default=[],
+        metavar="HASH",
+        help="the sha256 prefix `tools status` showed for the definition you reviewed (one "
+        "per tool when approving a whole server); nothing is approved if it no longer matches",
+    )
     for action in actions.choices.values():
         where = action.add_mutually_exclusive_group()
         where.add_argument("--config", type=Path, help="the broker config (its [gateway] pin_file)")
@@ -203,10 +216,13 @@ def _cmd_tools(args: argparse.Namespace) -> int:
     from .gateway.approvals import approve_tools, pin_file_of, tools_status
 
     path = pin_file_of(args.config, args.pin_file)
+    # The commands printed repeat the option given, so they can be run as they are.
+    given = ("--pin-file", path) if args.pin_file is not None else ("--config", args.config)
+    where = f"{given[0]} {shlex.quote(str(given[1]))}"
     if args.tools_command == "approve":
-        print(approve_tools(path, args.target))
+        print(approve_tools(path, args.target, args.hashes, where=where))
     else:
-        print(tools_status(path, as_json=args.json))
+        print(tools_status(path, as_json=args.json, where=where))
     return 0
 
 

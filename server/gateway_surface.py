@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from contextcore.call_record import call_messages, result_text
 from contextcore.catalog import Catalog
+from contextcore.config import LimitsConfig
 from contextcore.errors import ContextCoreError
 from contextcore.items import ItemRef, Tool
 from contextcore.services.broker import ContextBroker
@@ -39,7 +40,7 @@ from .call_policy import call_refusal
 from .gateway import ExposedTool, Gateway, GatewayError
 from .observability import Observer
 from .sdk_compat import connection_key
-from .tool_calls import describe_validation_error, error_result
+from .tool_calls import capped_downstream, describe_validation_error, error_result
 
 __all__ = ["GatewayDirectory", "GatewaySurface", "HostNotifier"]
 
@@ -144,6 +145,7 @@ class GatewaySurface:
         record_max_chars: int = 20_000,
         startup_budget: float = 5.0,
         observer: Observer | None = None,
+        max_result_bytes: int = LimitsConfig().max_result_bytes,
     ) -> None:
         self.gateway = gateway
         self.observer = observer or Observer()
@@ -155,6 +157,7 @@ class GatewaySurface:
         self._record = dict(record or {})
         self._record_max_chars = record_max_chars
         self._startup_budget = startup_budget
+        self._max_result_bytes = max_result_bytes
         # Per handshake-era connection: the exposed names of the tools its latest request
         # context selected, listed to that host beside the ``always`` tools.
         self._selected: OrderedDict[int, tuple[str, ...]] = OrderedDict()
@@ -292,9 +295,10 @@ class GatewaySurface:
         if refusal is not None:
             return _json(error_result(f"{name}: {refusal}"))
         try:
-            return await self.gateway.call_tool_json(server, tool, arguments)
+            result = await self.gateway.call_tool_json(server, tool, arguments)
         except GatewayError as exc:
             return _json(error_result(str(exc)))
+        return capped_downstream(f"{server}/{tool}", result, self._max_result_bytes)
 
     def _schema_problem(self, server: str, tool: str, arguments: dict[str, Any]) -> str | None:
         """What is wrong with ``arguments`` for the tool's input schema (None: nothing, or the
@@ -327,7 +331,13 @@ class GatewaySurface:
                 return error_result(str(exc))
             if result.is_error:
                 self.observer.downstream_failed(server)
-            return result
+            return self._capped(server, tool, result)
+
+    def _capped(self, server: str, tool: str, result: types.CallToolResult) -> types.CallToolResult:
+        """``result`` within ``limits.max_result_bytes``, cut as the broker's own results are."""
+        raw = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        capped = capped_downstream(f"{server}/{tool}", raw, self._max_result_bytes)
+        return result if capped is raw else types.CallToolResult.model_validate(capped)
 
     async def _record_call(
         self,

@@ -85,6 +85,7 @@ def build_runtime(config: AppConfig, config_path: Path) -> Runtime:
             record_max_chars=config.gateway.record_max_chars,
             startup_budget=config.gateway.startup_budget,
             observer=observer,
+            max_result_bytes=config.limits.max_result_bytes,
         )
     server = build_server(
         parts.broker,

@@ -100,6 +100,8 @@ class DownstreamConfig(ConfigModel):
     record_calls: bool = True
     call_policy: Literal["any", "selected"] = "any"
     trust: Literal["pin", "auto", "strict"] = "pin"
+    # Under trust = "pin": hold a tool first seen after the server's first listing.
+    hold_new_tools: bool = True
     max_tools: int | None = Field(None, ge=1)
     max_description_chars: int | None = Field(None, ge=100)
     tools: dict[str, DownstreamToolConfig] = Field(default_factory=dict)

@@ -25,7 +25,7 @@ from tools.surface import ToolSpec
 from .observability import Observer
 from .summarizers import SummarizerFactory, sampler_for
 
-__all__ = ["ToolRunner", "capped_result", "describe_validation_error"]
+__all__ = ["ToolRunner", "capped_downstream", "capped_result", "describe_validation_error"]
 
 log = logging.getLogger(__name__)
 
@@ -202,15 +202,42 @@ def _longest_list(value: Any) -> int:
     return 0
 
 
+def _fit(value: Any, room: int) -> tuple[Any, list[str]] | None:
+    """``value`` cut to at most ``room`` serialized bytes, keeping its shape: the longest
+    strings cut to one common length (each saying how much went), then, if that is not
+    enough, long lists cut to their first items; with what was cut, or None if it cannot fit."""
+    max_items: int | None = None
+    max_chars = _largest_fitting(
+        lambda n: _json_bytes(_shrunk(value, n, None)) <= room, _longest_string(value)
+    )
+    if max_chars is None or max_chars < 200:
+        max_chars = 200
+        max_items = _largest_fitting(
+            lambda n: _json_bytes(_shrunk(value, 200, n)) <= room, _longest_list(value)
+        )
+        if max_items is None:
+            return None
+    cuts = [f"strings longer than {max_chars:,} characters were cut"]
+    if max_items is not None:
+        cuts.append(f"lists kept their first {max_items:,} items")
+    return _shrunk(value, max_chars, max_items), cuts
+
+
+def _too_big(tool: str, size: int, max_bytes: int) -> str:
+    return (
+        f"{tool}: the result is {size:,} bytes, over limits.max_result_bytes "
+        f"({max_bytes}), and cannot be cut to fit; "
+        f"{_REST_HINTS.get(tool, 'call again with narrower arguments')}"
+    )
+
+
 def capped_result(
     tool: str, text: str, structured: dict[str, Any], max_bytes: int
 ) -> types.CallToolResult:
     """A tool result of at most about ``max_bytes`` serialized bytes.
 
-    A bigger one keeps its shape: its text is cut, and in the structured content the longest
-    strings are cut to one common length (each saying how many characters went), then, if
-    that is not enough, long lists keep their first items. A second text block says what was
-    cut and how to get the rest.
+    A bigger one keeps its shape: its text is cut, and its structured content is cut as
+    :func:`_fit` does. A second text block says what was cut and how to get the rest.
     """
     size = len(text.encode()) + _json_bytes(structured)
     if size <= max_bytes:
@@ -220,26 +247,10 @@ def capped_result(
     budget = max_bytes - _ENVELOPE_BYTES
     text_budget = budget // 4
     short_text = text if len(text.encode()) <= text_budget else _cut_text(text, text_budget)
-    room = budget - len(short_text.encode())
-    max_items: int | None = None
-    max_chars = _largest_fitting(
-        lambda n: _json_bytes(_shrunk(structured, n, None)) <= room, _longest_string(structured)
-    )
-    if max_chars is None or max_chars < 200:
-        max_chars = 200
-        max_items = _largest_fitting(
-            lambda n: _json_bytes(_shrunk(structured, 200, n)) <= room, _longest_list(structured)
-        )
-        if max_items is None:
-            return error_result(
-                f"{tool}: the result is {size:,} bytes, over limits.max_result_bytes "
-                f"({max_bytes}), and cannot be cut to fit; "
-                f"{_REST_HINTS.get(tool, 'call again with narrower arguments')}"
-            )
-    shrunk = _shrunk(structured, max_chars, max_items)
-    cuts = [f"strings longer than {max_chars:,} characters were cut"]
-    if max_items is not None:
-        cuts.append(f"lists kept their first {max_items:,} items")
+    fitted = _fit(structured, budget - len(short_text.encode()))
+    if fitted is None:
+        return error_result(_too_big(tool, size, max_bytes))
+    shrunk, cuts = fitted
     note = (
         f"[{tool}: this result was {size:,} bytes, over limits.max_result_bytes ({max_bytes}); "
         f"to fit, the text was cut to {len(short_text):,} characters, "
@@ -254,6 +265,52 @@ def capped_result(
         ],
         structured_content=shrunk,
     )
+
+
+def capped_downstream(tool: str, result: dict[str, Any], max_bytes: int) -> dict[str, Any]:
+    """A downstream tool's result (its JSON object) of at most about ``max_bytes`` serialized
+    bytes, cut the way the broker's own results are: binary payloads (images, audio, blobs)
+    give way to a line saying what they were, then text and structured content are cut as
+    :func:`_fit` does, and a last text block says what was cut."""
+    size = _json_bytes(result)
+    if size <= max_bytes:
+        return result
+    content = result.get("content")
+    blocks = [_without_binary(b) for b in content] if isinstance(content, list) else content
+    body = {**result, "content": blocks} if isinstance(content, list) else dict(result)
+    fitted = _fit(body, max_bytes - _ENVELOPE_BYTES)
+    if fitted is None:
+        text = _too_big(tool, size, max_bytes)
+        return {"content": [{"type": "text", "text": text}], "isError": True}
+    shrunk, cuts = fitted
+    if blocks != content:
+        cuts.insert(0, "binary content was left out")
+    note = (
+        f"[{tool}: this downstream result was {size:,} bytes, over limits.max_result_bytes "
+        f"({max_bytes}); to fit, {' and '.join(cuts)} (each cut says how much went). To get "
+        "the rest: call again with narrower arguments.]"
+    )
+    log.info(
+        "downstream %s result of %d bytes cut to fit max_result_bytes %d", tool, size, max_bytes
+    )
+    shrunk["content"] = [*(shrunk.get("content") or []), {"type": "text", "text": note}]
+    return shrunk  # type: ignore[no-any-return]
+
+
+def _without_binary(block: Any) -> Any:
+    """A content block with its base64 payload (``data``, or a resource's ``blob``) replaced
+    by a text block naming it: cut base64 would be a broken file."""
+    if not isinstance(block, dict):
+        return block
+    resource = block.get("resource")
+    if isinstance(block.get("data"), str):
+        payload, kind = block["data"], f"{block.get('type', 'binary')} {block.get('mimeType', '')}"
+    elif isinstance(resource, dict) and isinstance(resource.get("blob"), str):
+        payload, kind = resource["blob"], f"resource {resource.get('uri', '')}"
+    else:
+        return block
+    text = f"[{kind.strip()} of {len(payload):,} base64 characters left out]"
+    return {"type": "text", "text": text}
 
 
 def _cut_text(text: str, max_bytes: int) -> str:

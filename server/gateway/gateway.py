@@ -326,7 +326,10 @@ class Gateway:
             self._notify_exposed()
 
     def _rename(self) -> None:
+        # Held tools keep a name too (never listed): a host calling one directly is told it
+        # is held and how to approve it, instead of "unknown tool".
         pairs = [(s.name, t.name) for s in self._servers for t in s.tools]
+        pairs += [(s.name, name) for s in self._servers for name in s.held]
         self._names = assign_names(pairs)
         self._by_exposed = {name: key for key, name in self._names.items()}
 

@@ -1,14 +1,22 @@
-"""The pin file: each downstream tool's approved definition hash, and the changes waiting
-for approval.
+"""The pin file: each downstream tool's approved definition and its hash, and the changes
+waiting for approval.
 
 A JSON file meant to be readable in a diff and checkable into a repository::
 
-    {"version": 1, "servers": {"NAME": {
-        "tools":   {"TOOL": {"sha256": "...", "approved": "first-sight" | "user" | "auto",
-                             "at": "2026-..."}},
+    {"version": 2, "servers": {"NAME": {
+        "since": "2026-...",   # the server's first listing: tools new after it may be held
+        "tools":   {"TOOL": {"sha256": "...", "covers": "definition",
+                             "approved": "first-sight" | "user" | "auto", "at": "2026-...",
+                             "definition": {the whole definition as shown, cleaned}}},
         "pending": {"TOOL": {"sha256": "...", "reasons": ["..."], "seen": "2026-...",
-                             "definition": {name, title, description, inputSchema (cleaned)}}}
+                             "definition": {the whole definition as shown, cleaned}}}
     }}}
+
+The hash covers the whole tool definition a host sees (title, description, input and output
+schemas, annotations, icons, execution, ``_meta``), the name aside since the pin is keyed by
+it. Pins written before version 2 (no ``covers``) covered only name, title, description and
+input schema; :func:`legacy_digest` still computes that hash so they can be upgraded (see
+:mod:`.trust`).
 
 Every write re-reads the file under an exclusive lock and replaces it atomically, so a
 running broker and ``context-broker tools approve`` never lose each other's changes.
@@ -23,7 +31,7 @@ import logging
 import os
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -32,12 +40,14 @@ import mcp_types as types
 
 from .errors import PinFileError
 
-__all__ = ["Pin", "PinSource", "PinStore", "definition_digest"]
+__all__ = ["LEGACY_FIELDS", "Pin", "PinSource", "PinStore", "definition_digest", "legacy_digest"]
 
 log = logging.getLogger(__name__)
 
 PinSource = Literal["first-sight", "user", "auto"]
-_VERSION = 1
+_VERSION = 2
+# What a version-1 pin covered (besides the name); anything else was never approved by it.
+LEGACY_FIELDS = frozenset({"name", "title", "description", "inputSchema"})
 
 try:  # POSIX: serialize writers; elsewhere the atomic replace alone has to do
     import fcntl
@@ -45,17 +55,27 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
 
-def definition_digest(tool: types.Tool) -> str:
-    """sha256 of the canonical JSON of a tool's name, title, description and input schema,
-    as the downstream sent them (before any cleaning)."""
-    payload = {
-        "name": tool.name,
-        "title": tool.title,
-        "description": tool.description,
-        "inputSchema": tool.input_schema,
-    }
+def _sha256(payload: Any) -> str:
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def definition_digest(tool: types.Tool) -> str:
+    """sha256 of the canonical (sorted-key) JSON of the whole tool definition a host sees,
+    name aside, as the downstream sent it (before any cleaning)."""
+    return _sha256(tool.model_dump(by_alias=True, mode="json", exclude_none=True, exclude={"name"}))
+
+
+def legacy_digest(tool: types.Tool) -> str:
+    """The hash a version-1 pin holds: name, title, description and input schema only."""
+    return _sha256(
+        {
+            "name": tool.name,
+            "title": tool.title,
+            "description": tool.description,
+            "inputSchema": tool.input_schema,
+        }
+    )
 
 
 @dataclass(frozen=True)
@@ -64,10 +84,20 @@ class Pin:
 
     sha256: str
     approved: PinSource
+    legacy: bool = False  # a version-1 pin: its hash is a legacy_digest
+    definition: dict[str, Any] | None = field(default=None, compare=False)  # as shown
 
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _pin_row(sha256: str, approved: PinSource, source: Pin | dict[str, Any]) -> dict[str, Any]:
+    """A pin's row in the file, with the definition it approves (from a Pin or a pending
+    entry) kept for the next review's field-by-field changes."""
+    definition = source.definition if isinstance(source, Pin) else source.get("definition")
+    row = {"sha256": sha256, "covers": "definition", "approved": approved, "at": _now()}
+    return row if definition is None else {**row, "definition": definition}
 
 
 def _empty() -> dict[str, Any]:
@@ -93,7 +123,18 @@ class PinStore:
         if not isinstance(row, dict) or not isinstance(row.get("sha256"), str):
             return None
         source = row.get("approved")
-        return Pin(row["sha256"], source if source in ("first-sight", "user", "auto") else "user")
+        definition = row.get("definition")
+        return Pin(
+            row["sha256"],
+            source if source in ("first-sight", "user", "auto") else "user",
+            legacy=row.get("covers") != "definition",
+            definition=definition if isinstance(definition, dict) else None,
+        )
+
+    def known(self, server: str) -> bool:
+        """Whether ``server`` was listed before (its first listing is behind it)."""
+        row = self._server(self._data, server)
+        return any(row.get(key) for key in ("since", "tools", "pending"))
 
     def pending(self) -> dict[str, dict[str, dict[str, Any]]]:
         """Every change waiting for approval: server → tool → entry (see module docstring)."""
@@ -123,12 +164,16 @@ class PinStore:
 
         def apply(data: dict[str, Any]) -> bool:
             row = data["servers"].setdefault(server, {})
-            changed = False
+            changed = "since" not in row
+            row.setdefault("since", _now())
             for tool, pin in pins.items():
                 current = row.get("tools", {}).get(tool, {})
-                if current.get("sha256") != pin.sha256 or current.get("approved") != pin.approved:
-                    entry = {"sha256": pin.sha256, "approved": pin.approved, "at": _now()}
-                    row.setdefault("tools", {})[tool] = entry
+                if (
+                    current.get("sha256") != pin.sha256
+                    or current.get("approved") != pin.approved
+                    or current.get("covers") != "definition"
+                ):
+                    row.setdefault("tools", {})[tool] = _pin_row(pin.sha256, pin.approved, pin)
                     changed = True
             for tool, entry in pending.items():
                 waiting = row.setdefault("pending", {})
@@ -146,40 +191,28 @@ class PinStore:
 
         self._update(apply)
 
-    def approve(self, server: str, tool: str | None) -> list[tuple[str, str]]:
-        """Approve pending changes of ``server`` (all, or one ``tool``); return the
-        ``(tool, sha256)`` pairs approved. Raises ``PinFileError`` if nothing matched."""
+    def approve(
+        self, server: str, choose: Callable[[dict[str, dict[str, Any]]], list[str]]
+    ) -> list[tuple[str, str]]:
+        """Approve the pending entries of ``server`` that ``choose`` picks; return the
+        ``(tool, sha256)`` pairs approved.
+
+        ``choose`` sees the entries as they are in the file under its lock, so what it checks
+        is exactly what gets approved; it raises ``PinFileError`` to approve nothing."""
         approved: list[tuple[str, str]] = []
 
         def apply(data: dict[str, Any]) -> bool:
             row = self._server(data, server)
             waiting = row.get("pending", {})
-            names = sorted(waiting) if tool is None else [tool] if tool in waiting else []
-            for name in names:
-                digest = waiting.pop(name)["sha256"]
-                row.setdefault("tools", {})[name] = {
-                    "sha256": digest,
-                    "approved": "user",
-                    "at": _now(),
-                }
-                approved.append((name, digest))
+            for name in choose(dict(sorted(waiting.items()))):
+                entry = waiting.pop(name)
+                row.setdefault("tools", {})[name] = _pin_row(entry["sha256"], "user", entry)
+                approved.append((name, entry["sha256"]))
             if not waiting:
                 row.pop("pending", None)
-            return bool(names)
+            return bool(approved)
 
         self._update(apply)
-        if not approved:
-            target = server if tool is None else f"{server}/{tool}"
-            waiting = [f"{s}/{t}" for s, tools in self.pending().items() for t in tools]
-            raise PinFileError(
-                f"nothing is waiting for approval for {target!r} in {str(self.path)!r}; "
-                + (
-                    f"waiting: {', '.join(waiting)}"
-                    if waiting
-                    else "no change is waiting (a change is recorded when the broker or "
-                    "`context-broker check` sees it)"
-                )
-            )
         return approved
 
     # -- file handling ---------------------------------------------------------------------
@@ -196,6 +229,7 @@ class PinStore:
         with self._locked():
             data = self._read()
             if apply(data):
+                data["version"] = _VERSION
                 self._write(data)
             self._data = data
             self._stamp = self._stat()

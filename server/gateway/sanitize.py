@@ -12,11 +12,12 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
+from pydantic import ValidationError
 
 __all__ = [
     "CleanText",
@@ -29,7 +30,6 @@ __all__ = [
 
 ELLIPSIS = "…"
 _KEEP = frozenset("\n\t")
-_MAX_SCHEMA_DEPTH = 32
 _PLANES = (*range(0x0, 0x20000), *range(0xE0000, 0xF0000))
 # CSI (ESC [ ... final), OSC (ESC ] ... BEL or ST, stops at the next ESC), two-byte escapes.
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
@@ -102,6 +102,7 @@ class CleanTool:
     tool: types.Tool
     findings: tuple[Finding, ...]
     clipped: bool
+    hold_reason: str | None = None  # why it must be held whatever the trust mode
 
 
 @functools.cache
@@ -168,44 +169,74 @@ def scan(texts: Iterable[str]) -> list[Finding]:
 
 
 def clean_tool(tool: types.Tool, max_chars: int) -> CleanTool:
-    """``tool`` with its description, title and every description or title inside its input
-    schema cleaned and clipped; flagged for hidden characters and injection phrasing."""
-    removed: set[str] = set()
-    clipped = False
-    texts: list[str] = []
+    """``tool`` with every key and every string of its definition, at any depth, cleaned and
+    clipped; flagged for hidden characters and injection phrasing found anywhere in it.
 
-    def clean(value: str) -> str:
-        nonlocal clipped
-        result = clean_text(value, max_chars)
-        removed.update(result.removed)
-        clipped = clipped or result.clipped_from is not None
-        texts.append(result.text)
+    The name stays as the downstream wrote it (calls and pins need it): a name with hidden
+    characters is reported in ``hold_reason`` instead, as is a definition that is no longer a
+    valid tool once cleaned."""
+    walk = _Cleaner(max_chars)
+    raw = tool.model_dump(by_alias=True, mode="json", exclude_none=True)
+    cleaned = walk.tree(raw)
+    findings = scan(walk.texts)
+    if walk.removed:
+        findings.insert(0, Finding("hidden characters", ", ".join(sorted(walk.removed))))
+    hold_reason = None
+    if cleaned.get("name") != tool.name:
+        hold_reason = (
+            "its name contains hidden or control characters "
+            f"({ascii(tool.name)[:120]}), so it cannot be shown as it is"
+        )
+        findings.insert(0, Finding("hidden characters in the tool name", ascii(tool.name)[:120]))
+    if walk.collided:
+        findings.append(Finding("keys that differ only in hidden characters", walk.collided[0]))
+    cleaned["name"] = tool.name
+    try:
+        shown = types.Tool.model_validate(cleaned)
+    except ValidationError as exc:
+        hold_reason = hold_reason or (
+            f"its definition is not a valid tool once cleaned ({exc.error_count()} errors)"
+        )
+        shown = tool
+    return CleanTool(shown, tuple(findings), walk.clipped, hold_reason)
+
+
+class _Cleaner:
+    """Cleans every key and string of a JSON tree without recursion (no depth limit to
+    stop at), collecting what it removed and the cleaned texts to scan."""
+
+    def __init__(self, max_chars: int) -> None:
+        self.max_chars = max_chars
+        self.removed: set[str] = set()
+        self.texts: list[str] = []
+        self.clipped = False
+        self.collided: list[str] = []
+
+    def text(self, value: str) -> str:
+        result = clean_text(value, self.max_chars)
+        self.removed.update(result.removed)
+        self.clipped = self.clipped or result.clipped_from is not None
+        self.texts.append(result.text)
         return result.text
 
-    description = clean(tool.description) if tool.description is not None else None
-    title = clean(tool.title) if tool.title is not None else None
-    schema = _clean_schema(tool.input_schema, clean, 0)
-    findings = scan(texts)
-    if removed:
-        findings.insert(0, Finding("hidden characters", ", ".join(sorted(removed))))
-    cleaned = tool.model_copy(
-        update={"description": description, "title": title, "input_schema": schema}
-    )
-    return CleanTool(cleaned, tuple(findings), clipped)
-
-
-def _clean_schema(node: Any, clean: Any, depth: int) -> Any:
-    """A copy of a JSON schema with ``description``/``title`` strings cleaned; nesting past
-    a fixed depth is kept as is (schemas that deep are not read by models anyway)."""
-    if depth > _MAX_SCHEMA_DEPTH:
-        return node
-    if isinstance(node, Mapping):
-        return {
-            key: clean(value)
-            if key in ("description", "title") and isinstance(value, str)
-            else _clean_schema(value, clean, depth + 1)
-            for key, value in node.items()
-        }
-    if isinstance(node, list):
-        return [_clean_schema(value, clean, depth + 1) for value in node]
-    return node
+    def tree(self, root: dict[str, Any]) -> dict[str, Any]:
+        """A cleaned copy of ``root``; containers are filled from an explicit stack."""
+        out: dict[str, Any] = {}
+        stack: list[tuple[Any, Any]] = [(root, out)]
+        while stack:
+            source, target = stack.pop()
+            pairs = source.items() if isinstance(source, dict) else enumerate(source)
+            for key, value in pairs:
+                if isinstance(value, dict | list):
+                    child: Any = {} if isinstance(value, dict) else []
+                    stack.append((value, child))
+                else:
+                    child = self.text(value) if isinstance(value, str) else value
+                if isinstance(target, list):
+                    target.append(child)
+                    continue
+                name = self.text(key)
+                if name in target:
+                    self.collided.append(repr(name[:60]))
+                target[name] = child
+        return out

@@ -124,7 +124,7 @@ class ServerState:
         raise ToolHeldError(
             f"tool {held.name!r} of downstream server {self.name!r} is held back: "
             f"{held.reason}. Review it with `context-broker tools status --config FILE` and "
-            f"approve it with `{approve_hint(self.name, held.name)}`, or set "
+            f"approve it with `{approve_hint(self.name, held.name, held.sha256)}`, or set "
             f'trust = "auto" in [servers.{self.name}] to accept its changes',
             server=self.name,
             tool=held.name,

@@ -3,19 +3,30 @@
 Every fresh tool list of a server passes :meth:`ToolGate.admit` before anything else sees it:
 
 1. tools past the server's limit (``max_tools_per_server``) are dropped;
-2. each definition is hashed as sent (:func:`~.pins.definition_digest`), then cleaned and
-   clipped (:mod:`.sanitize`) and scanned for injection phrasing;
+2. each whole definition (name aside) is hashed as sent (:func:`~.pins.definition_digest`),
+   then every key and string of it cleaned and clipped (:mod:`.sanitize`) and scanned for
+   injection phrasing;
 3. the server's ``trust`` mode decides, against the pin file, whether the tool is listed:
 
    ``pin`` (default)
-       a tool is pinned on first sight; a definition that differs from its pin is held back
-       until a person approves it (``context-broker tools approve``).
+       a tool of the server's first listing is pinned on first sight; a tool first seen
+       later is held until approved (unless ``hold_new_tools = false``, which pins it on
+       first sight too); a definition that differs from its pin is held back until a person
+       approves it (``context-broker tools approve``).
    ``auto``
        changes are accepted and re-pinned, with a warning in the log.
    ``strict``
        nothing is pinned automatically: a new tool is held until approved, and so is a
        flagged one unless a person approved exactly that definition. Changes are held as
        under ``pin``.
+
+Whatever the mode, a tool whose name holds hidden or control characters is held until a
+person approves it (the name cannot be cleaned: calls need it as it is).
+
+A version-1 pin (it covered title, description and input schema only) whose parts still
+match is upgraded in place when the definition has nothing beyond them; otherwise the
+remaining fields are pinned on first sight under ``pin`` and held for approval under
+``strict``.
 
 The pin holds only the approved definition, so a description that flips back and forth is
 listed only while it equals the approved one.
@@ -33,7 +44,7 @@ from server.settings import AppConfig, DownstreamConfig
 from tools.gateway import FlaggedRow, HeldRow, TrustRow
 
 from .errors import PinFileError
-from .pins import Pin, PinStore, definition_digest
+from .pins import LEGACY_FIELDS, Pin, PinSource, PinStore, definition_digest, legacy_digest
 from .sanitize import CleanTool, clean_tool
 
 __all__ = [
@@ -53,10 +64,13 @@ TrustMode = Literal["pin", "auto", "strict"]
 _SHOWN_DROPS = 20
 
 
-def approve_hint(server: str, tool: str | None = None) -> str:
-    """The command that approves a held tool (or all held tools of a server)."""
-    target = server if tool is None else f"{server}/{tool}"
-    return f"context-broker tools approve {target} --config FILE"
+def approve_hint(
+    server: str, tool: str, sha256: str | None = None, where: str = "--config FILE"
+) -> str:
+    """The command that approves the held definition of ``server``/``tool`` whose hash is
+    ``sha256`` (approvals name the hash reviewed)."""
+    digest = (sha256 or "HASH")[:12]
+    return f"context-broker tools approve {server}/{tool} --hash {digest} {where}"
 
 
 @dataclass(frozen=True)
@@ -160,6 +174,7 @@ class ToolGate:
         truncated: list[str] = []
         pins: dict[str, Pin] = {}
         pending: dict[str, Any] = {}
+        known = self.pins.known(server)
         for tool in kept:
             digest = definition_digest(tool)
             clean = clean_tool(tool, max_chars)
@@ -167,16 +182,11 @@ class ToolGate:
                 flagged.append(FlaggedTool(tool.name, tuple(str(f) for f in clean.findings)))
             if clean.clipped:
                 truncated.append(tool.name)
-            old_pin = self.pins.pin(server, tool.name)
-            new_pin, reason = _decide(config.trust, old_pin, digest, clean)
+            seen = _Seen(self.pins.pin(server, tool.name), digest, tool, clean, known)
+            new_pin, reason = _decide(config, seen)
             if new_pin is not None:
                 pins[tool.name] = new_pin
-                if old_pin is not None:
-                    log.warning(
-                        'downstream %r: tool %r changed; accepted and re-pinned (trust = "auto")',
-                        server,
-                        tool.name,
-                    )
+                _log_repin(server, seen, new_pin)
             if reason is None:
                 accepted.append(clean.tool)
                 pending[tool.name] = None
@@ -201,40 +211,113 @@ class ToolGate:
             log.warning("downstream %r: %s; pins are kept in memory only", server, exc)
 
 
-def _decide(
-    mode: TrustMode, pin: Pin | None, digest: str, clean: CleanTool
-) -> tuple[Pin | None, str | None]:
-    """``(pin to record, reason to hold)`` for one tool under ``mode``."""
+@dataclass(frozen=True)
+class _Seen:
+    """One listed tool as the gate weighs it: its pin, its hash, its cleaned form, and
+    whether its server was listed before."""
+
+    pin: Pin | None
+    digest: str
+    tool: types.Tool
+    clean: CleanTool
+    server_known: bool
+
+    def pin_as(self, source: PinSource) -> Pin:
+        return Pin(self.digest, source, definition=_shown(self.clean))
+
+    def matches_pin(self) -> bool:
+        """Whether the pin approves this definition (a version-1 pin: the parts it covered,
+        when the definition has nothing beyond them)."""
+        if self.pin is None:
+            return False
+        if not self.pin.legacy:
+            return self.pin.sha256 == self.digest
+        return self.legacy_match() and not self.beyond_legacy()
+
+    def legacy_match(self) -> bool:
+        return self.pin is not None and self.pin.sha256 == legacy_digest(self.tool)
+
+    def beyond_legacy(self) -> list[str]:
+        """Fields a version-1 pin never covered that this definition has."""
+        shown = self.tool.model_dump(by_alias=True, exclude_none=True)
+        return sorted(set(shown) - LEGACY_FIELDS)
+
+
+def _decide(config: DownstreamConfig, seen: _Seen) -> tuple[Pin | None, str | None]:
+    """``(pin to record, reason to hold)`` for one tool under the server's trust settings."""
+    pin, mode = seen.pin, config.trust
+    approved = pin is not None and pin.approved == "user" and seen.matches_pin()
+    if seen.clean.hold_reason is not None and not approved:
+        return None, seen.clean.hold_reason + "; it is held whatever the trust mode"
+    if seen.matches_pin():
+        assert pin is not None
+        upgrade = seen.pin_as(pin.approved) if pin.legacy else None
+        if mode == "strict" and seen.clean.findings and pin.approved != "user":
+            kinds = ", ".join(f.kind for f in seen.clean.findings)
+            return upgrade, (
+                f"its definition looks like a prompt injection ({kinds}); "
+                'trust = "strict" holds it until approved'
+            )
+        return upgrade, None
     if mode == "auto":
-        if pin is None or pin.sha256 != digest:
-            return Pin(digest, "auto"), None
-        return None, None
-    if pin is not None and pin.sha256 != digest:
-        return None, (
-            f"its definition changed since it was approved (approved sha256 {pin.sha256[:12]}, "
-            f"now {digest[:12]})"
-        )
-    if mode == "pin":
-        return (Pin(digest, "first-sight") if pin is None else None), None
+        return seen.pin_as("auto"), None
     if pin is None:
-        return None, 'new tool, not approved yet (trust = "strict" lists only approved tools)'
-    if clean.findings and pin.approved != "user":
-        kinds = ", ".join(f.kind for f in clean.findings)
+        return _decide_new(config, seen)
+    if seen.legacy_match():  # a version-1 pin; the fields it never covered are new
+        fields = ", ".join(seen.beyond_legacy())
+        if mode == "pin":
+            return seen.pin_as("first-sight"), None
         return None, (
-            f"its definition looks like a prompt injection ({kinds}); "
-            'trust = "strict" holds it until approved'
+            f"approved when pins covered only its title, description and input schema; its "
+            f"{fields} were never approved"
         )
-    return None, None
+    return None, (
+        f"its definition changed since it was approved (approved sha256 {pin.sha256[:12]}, "
+        f"now {seen.digest[:12]})"
+    )
+
+
+def _decide_new(config: DownstreamConfig, seen: _Seen) -> tuple[Pin | None, str | None]:
+    """A tool never pinned: pinned on first sight, or held until approved."""
+    if config.trust == "strict":
+        return None, 'new tool, not approved yet (trust = "strict" lists only approved tools)'
+    if seen.server_known and config.hold_new_tools:
+        return None, (
+            "new tool, first seen after its server's first listing (hold_new_tools = true "
+            "holds such tools until approved)"
+        )
+    return seen.pin_as("first-sight"), None
+
+
+def _log_repin(server: str, seen: _Seen, new: Pin) -> None:
+    """Warn when a pin is replaced: a version-1 pin upgraded, or a change accepted."""
+    if seen.pin is None:
+        return
+    if seen.pin.legacy and seen.legacy_match():
+        log.warning(
+            "downstream %r: tool %r: its pin from an older pin file now covers its whole "
+            "definition (%s)",
+            server,
+            seen.tool.name,
+            "nothing beyond what it covered"
+            if new.approved == seen.pin.approved
+            else f"{', '.join(seen.beyond_legacy())} pinned on first sight",
+        )
+    else:
+        log.warning(
+            'downstream %r: tool %r changed; accepted and re-pinned (trust = "auto")',
+            server,
+            seen.tool.name,
+        )
+
+
+def _shown(clean: CleanTool) -> dict[str, Any]:
+    """The definition as hosts are shown it (cleaned), name aside: what a review reads."""
+    return clean.tool.model_dump(by_alias=True, mode="json", exclude_none=True, exclude={"name"})
 
 
 def _pending_entry(clean: CleanTool, digest: str, reason: str) -> dict[str, Any]:
-    definition = clean.tool.model_dump(
-        by_alias=True,
-        mode="json",
-        exclude_none=True,
-        include={"name", "title", "description", "input_schema"},
-    )
-    return {"sha256": digest, "reasons": [reason], "definition": definition}
+    return {"sha256": digest, "reasons": [reason], "definition": _shown(clean)}
 
 
 def log_report(server: str, old: TrustReport | None, new: TrustReport) -> None:
@@ -249,7 +332,7 @@ def log_report(server: str, old: TrustReport | None, new: TrustReport) -> None:
                 server,
                 h.name,
                 h.reason,
-                approve_hint(server, h.name),
+                approve_hint(server, h.name, h.sha256),
             )
     for f in new.flagged:
         if f not in before.flagged:

@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import pytest
-from mcp import Client, MCPError, StdioServerParameters, stdio_client
+from mcp import Client, StdioServerParameters, stdio_client
 
 from tests.support.broker_procs import BROKER, running_broker, server_env
 from tests.support.mcp_calls import call
@@ -79,6 +78,13 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [BROKER, *args], capture_output=True, text=True, timeout=60, env=server_env()
     )
+
+
+def pending_hash(config: Path, server: str, tool: str) -> str:
+    """The hash prefix ``tools status`` shows for a pending definition."""
+    status = cli("tools", "status", "--json", "--config", str(config))
+    assert status.returncode == 0, status.stderr
+    return str(json.loads(status.stdout)["pending"][server][tool]["sha256"][:12])
 
 
 def rug_pull(tools_path: Path, *tools: dict[str, Any]) -> None:
@@ -223,9 +229,10 @@ async def test_a_rug_pull_is_held_back_until_approved_and_flip_flops_never_slip_
             assert "poison__add" in tools and "IMPORTANT" not in listed(tools)
             refused = await call_held(client, "notes")
             assert "held back" in refused and "changed since it was approved" in refused
-            assert "context-broker tools approve poison/notes" in refused
-            with pytest.raises(MCPError, match="unknown tool 'poison__notes'"):
-                await client.call_tool("poison__notes", {})  # not listed, not callable
+            assert "context-broker tools approve poison/notes --hash " in refused
+            direct = await client.call_tool("poison__notes", {})  # not listed, not callable
+            assert direct.is_error and "held back" in text_of(direct), text_of(direct)
+            assert "context-broker tools approve poison/notes --hash " in text_of(direct)
             texts = await host_texts(client, "keep a short note")
             assert "poison/notes" not in texts and "poison__notes" not in texts
             assert "IMPORTANT" not in texts and "id_rsa" not in texts
@@ -244,7 +251,8 @@ async def test_a_rug_pull_is_held_back_until_approved_and_flip_flops_never_slip_
         checked = cli("check", "--config", str(config))
         assert checked.returncode == 3 and "held back: notes" in checked.stdout
 
-        approved = cli("tools", "approve", "poison/notes", "--config", str(config))
+        digest = pending_hash(config, "poison", "notes")
+        approved = cli("tools", "approve", f"poison/notes@{digest}", "--config", str(config))
         assert approved.returncode == 0, approved.stderr
         assert "approved poison/notes" in approved.stdout
         tools = await host.until(lambda t: "poison__notes" in t)
@@ -252,7 +260,7 @@ async def test_a_rug_pull_is_held_back_until_approved_and_flip_flops_never_slip_
         answered = await client.call_tool("call_tool", {"server": "poison", "tool": "notes"})
         assert not answered.is_error and text_of(answered) == "notes called with {}"
 
-    again = cli("tools", "approve", "poison/notes", "--config", str(config))
+    again = cli("tools", "approve", f"poison/notes@{digest}", "--config", str(config))
     assert again.returncode == 2 and "nothing is waiting for approval" in again.stderr
 
 
@@ -301,7 +309,8 @@ async def test_strict_trust_lists_only_approved_tools_and_holds_flagged_ones(
         assert "held back: fresh: new tool" in checked.stdout
         assert "held back: notes: its definition looks like a prompt injection" in checked.stdout
 
-        assert cli("tools", "approve", "poison", "--config", str(config)).returncode == 0
+        hashes = [f"--hash={pending_hash(config, 'poison', t)}" for t in ("notes", "fresh")]
+        assert cli("tools", "approve", "poison", *hashes, "--config", str(config)).returncode == 0
         tools = await host.until(lambda t: {"poison__notes", "poison__fresh"} <= set(t))
         assert "poison__add" in tools
 
