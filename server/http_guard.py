@@ -15,13 +15,16 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .ui.login import UiLogin, is_ui_path
 
-__all__ = ["LOOPBACK_HOSTS", "GuardSettings", "HttpGuard"]
+__all__ = ["AUTHENTICATED", "LOOPBACK_HOSTS", "GuardSettings", "HttpGuard"]
 
 log = logging.getLogger(__name__)
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 # Probes a balancer sends without credentials; they say only whether the broker is up.
 TOKEN_FREE_PATHS = frozenset({"/healthz", "/readyz"})
+AUTHENTICATED = "context_broker.authenticated"
+"""Scope key the guard sets on a token-free path: whether the request carried the token
+(or none is configured), so the route can keep its details for those that did."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,8 @@ class HttpGuard:
         if problem is not None:
             await _reject(send, *problem)
             return
+        if path in TOKEN_FREE_PATHS:
+            scope = {**scope, AUTHENTICATED: self._bearer_ok(headers)}
         if scope["method"] in ("POST", "PUT", "PATCH"):
             limited = await self._limited_body(headers, receive, send)
             if limited is None:

@@ -39,6 +39,7 @@ from server.embedding import AppParts as BrokerParts
 from server.settings import TelemetryConfig
 
 from .gateway import Gateway
+from .http_guard import AUTHENTICATED
 
 __all__ = [
     "Observer",
@@ -299,14 +300,17 @@ def readiness(
 
 
 def health_routes(observer: Observer, ready: Callable[[], Readiness]) -> list[BaseRoute]:
-    """``/healthz`` (alive), ``/readyz`` (503 with the reasons when not ready), ``/metrics``."""
+    """``/healthz`` (alive), ``/readyz`` (503 when not ready; the reasons and checks only for
+    a request with the bearer token), ``/metrics``."""
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "alive"})
 
     async def readyz(request: Request) -> Response:
         state = await anyio.to_thread.run_sync(ready)
-        return JSONResponse(state.to_dict(), status_code=200 if state.ready else 503)
+        # Reasons and checks name servers, files and store addresses: only for the token.
+        body = state.to_dict() if request.scope.get(AUTHENTICATED) else {"ready": state.ready}
+        return JSONResponse(body, status_code=200 if state.ready else 503)
 
     async def metrics(request: Request) -> Response:
         return Response(observer.metrics(), media_type=CONTENT_TYPE_LATEST)

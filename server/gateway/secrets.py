@@ -2,7 +2,8 @@
 
 Every value a ``${env:NAME}`` reference expands to is a secret, and so is every literal value of
 a header or environment variable whose name looks like a credential (``Authorization``,
-``*TOKEN*``, ``*KEY*``, ...). The :class:`Redactor` replaces each of them with ``***`` in any
+``*TOKEN*``, ``*KEY*``, ...), and every credential in a server's URL (``user:pass@``,
+``?api_key=...``). The :class:`Redactor` replaces each of them with ``***`` in any
 text, JSON value or pydantic model; the gateway passes every error, log line, status field and
 downstream result through it.
 """
@@ -16,6 +17,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from server.redaction import address_secrets
 from server.settings import DownstreamConfig
 
 from .errors import SecretError
@@ -87,6 +89,8 @@ def expand_server(
         update["command"] = one(config.command, "command")
     if config.url is not None:
         update["url"] = one(config.url, "url")
+        # Credentials written into the URL itself (user:pass@, ?api_key=...) are secrets too.
+        secrets.update(address_secrets(update["url"]))
     if config.cwd is not None:
         update["cwd"] = type(config.cwd)(one(str(config.cwd), "cwd"))
     return config.model_copy(update=update), {s for s in secrets if len(s) >= MIN_SECRET_CHARS}

@@ -7,6 +7,7 @@ caller without the token only whether the broker is ready."""
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import anyio
@@ -15,6 +16,7 @@ from anyio.streams.text import TextReceiveStream
 
 from tests.support.broker_procs import BROKER, running_broker, server_env, write_config
 
+TIME = str(Path(sys.executable).parent / "mcp-server-time")
 TOKEN = "tok-access-9c1f2e"
 TOKEN_ENV = "BROKER_ACCESS_TOKEN"
 INIT = {
@@ -86,3 +88,41 @@ async def test_a_public_bind_with_a_token_refuses_an_allowed_host_without_the_to
         )
     assert refused.status_code == 401, refused.text
     assert allowed.status_code == 200, allowed.text
+
+
+async def _ready_body(http: httpx2.AsyncClient, url: str, auth: bool) -> dict[str, object]:
+    """``/readyz`` once the downstream servers were gathered (bounded), with or without the
+    token."""
+    headers = {"authorization": f"Bearer {TOKEN}"} if auth else {}
+    with anyio.fail_after(30):
+        while True:
+            answer = await http.get(f"{url}/readyz", headers=headers)
+            assert answer.status_code in (200, 503), answer.text
+            body: dict[str, object] = answer.json()
+            if "still connecting" not in str(body.get("reasons")):
+                return body
+            await anyio.sleep(0.1)
+
+
+async def test_readyz_without_the_token_says_only_whether_the_broker_is_ready(
+    tmp_path: Path,
+) -> None:
+    missing = tmp_path / "models-not-here"
+    config = write_config(
+        tmp_path,
+        extra=f'\n[server.http]\nauth_token_env = "{TOKEN_ENV}"\n\n'
+        f'[servers.inventory-db]\ncommand = "{TIME}"\n',
+    )
+    text = config.read_text().replace(
+        "[search]\nsemantic = false", f'[search]\nsemantic = true\nmodel_dir = "{missing}"'
+    )
+    config.write_text(text, encoding="utf-8")
+    env = {**server_env(), TOKEN_ENV: TOKEN}
+    async with (
+        running_broker(config, env=env) as (url, _),
+        httpx2.AsyncClient(timeout=10) as http,
+    ):
+        detailed = await _ready_body(http, url, auth=True)
+        bare = await _ready_body(http, url, auth=False)
+    assert detailed["ready"] is False and "inventory-db" in str(detailed["checks"])
+    assert bare == {"ready": False}

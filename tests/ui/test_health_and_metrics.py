@@ -25,12 +25,13 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 def _ready_within(url: str, status: int, timeout: float = 30.0) -> httpx.Response:
     """Poll ``/readyz`` (bounded) until it answers ``status``: the model loads, or fails to,
-    in the background after the server starts listening."""
+    in the background after the server starts listening. With the token: the reasons and
+    checks are only for a caller that has it."""
     deadline = time.monotonic() + timeout
-    response = httpx.get(f"{url}/readyz", timeout=10)
+    response = httpx.get(f"{url}/readyz", headers=AUTH, timeout=10)
     while response.status_code != status and time.monotonic() < deadline:
         time.sleep(0.1)
-        response = httpx.get(f"{url}/readyz", timeout=10)
+        response = httpx.get(f"{url}/readyz", headers=AUTH, timeout=10)
     return response
 
 
