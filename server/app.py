@@ -4,6 +4,7 @@ stdio, Streamable HTTP or legacy SSE."""
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from pathlib import Path
 from typing import Any, Literal
@@ -28,6 +29,7 @@ __all__ = ["serve"]
 log = logging.getLogger(__name__)
 
 Transport = Literal["stdio", "http", "sse"]
+_LOAD_GRACE = 60.0  # seconds a model load may take to finish after serving ended
 
 
 async def _serve_stdio(server: Server[Any], direct: DirectCalls | None) -> None:
@@ -66,20 +68,23 @@ def serve(
     guard = None if transport == "stdio" else guard_settings(http, bind_host, insecure=insecure)
     runtime = build_runtime(config, config_path)
     _log_serving(runtime.parts, transport)
-    _load_model_in_background(runtime.parts)
-    if transport == "stdio":
-        _run(runtime, _serve_stdio, runtime.server, runtime.direct)
+    loader = _load_model_in_background(runtime.parts)
+    try:
+        if transport == "stdio":
+            _run(runtime, _serve_stdio, runtime.server, runtime.direct)
+            return 0
+        assert guard is not None
+        app = build_http_app(
+            runtime.server,
+            transport,
+            guard,
+            session_idle_timeout=http.session_idle_timeout,
+            routes=runtime.routes,
+        )
+        _run(runtime, run_http, app, transport, bind_host, http.port if port is None else port)
         return 0
-    assert guard is not None
-    app = build_http_app(
-        runtime.server,
-        transport,
-        guard,
-        session_idle_timeout=http.session_idle_timeout,
-        routes=runtime.routes,
-    )
-    _run(runtime, run_http, app, transport, bind_host, http.port if port is None else port)
-    return 0
+    finally:
+        _let_model_load_finish(loader)
 
 
 def _run(runtime: Runtime, main: Any, *args: Any) -> None:
@@ -98,13 +103,13 @@ def _log_serving(parts: AppParts, transport: Transport) -> None:
     )
 
 
-def _load_model_in_background(parts: AppParts) -> None:
+def _load_model_in_background(parts: AppParts) -> threading.Thread | None:
     """Load the embedding model while the server starts answering, so the first request does
     not wait for it and a missing model is reported at startup, not at the first search."""
     embedder = parts.embedder
     if embedder is None:
         log.info("semantic search is off (search.semantic = false): lexical search only")
-        return
+        return None
 
     def load() -> None:
         try:
@@ -114,4 +119,20 @@ def _load_model_in_background(parts: AppParts) -> None:
         else:
             log.info("embedding model %s ready (%s)", embedder.model_name, embedder.status().source)
 
-    threading.Thread(target=load, name="model-load", daemon=True).start()
+    loader = threading.Thread(target=load, name="model-load", daemon=True)
+    loader.start()
+    return loader
+
+
+def _let_model_load_finish(loader: threading.Thread | None) -> None:
+    """Wait for a model load still running when serving ends (the host closed the input
+    during startup): at interpreter exit its thread would be stopped inside onnxruntime's
+    C++ code, which aborts the process (SIGABRT) instead of exiting cleanly."""
+    if loader is None or not loader.is_alive():
+        return
+    log.info("waiting for the embedding model to finish loading before exiting")
+    loader.join(_LOAD_GRACE)
+    if loader.is_alive():  # a load that hangs: leave without running the interpreter's exit
+        log.warning("the embedding model is still loading after %gs; exiting now", _LOAD_GRACE)
+        logging.shutdown()
+        os._exit(0)

@@ -17,7 +17,9 @@ half, becomes U+FFFD), or into a :class:`Rejected` that says how to answer:
 A rejection is answered only when the line's ``id`` can be read and is an integer or a
 string, and the line is not a response; otherwise it is logged and skipped. A line whose id
 cannot be read could as well have been a notification, which must never be answered, and
-hosts match answers by id, so no ``"id": null`` answer is sent.
+hosts match answers by id, so no ``"id": null`` answer is sent. A batch (a JSON array) is the
+exception: batches are not part of the protocol since 2025-06-18, and its sender waits for an
+answer it cannot match by id, so it gets the one HTTP gives, ``-32600`` under ``"id": null``.
 """
 
 from __future__ import annotations
@@ -81,11 +83,18 @@ class _NumberOutOfRange(ValueError):
 @dataclass(frozen=True)
 class Rejected:
     """A line that is no usable message: answer ``code``/``message`` under ``request_id``,
-    or, when ``request_id`` is None, log ``message`` and skip the line."""
+    or, when ``request_id`` is None, log ``message`` and skip the line (unless ``null_id``:
+    then answer under ``"id": null``)."""
 
     request_id: int | str | None
     code: int
     message: str
+    null_id: bool = False
+
+    @property
+    def answered(self) -> bool:
+        """Whether the line gets an error response (else it is logged and skipped)."""
+        return self.request_id is not None or self.null_id
 
 
 def usable_id(value: object) -> bool:
@@ -216,6 +225,12 @@ def _rejected_raw(line: bytes, code: int, message: str) -> Rejected:
 
 
 def _check_object(data: object) -> types.JSONRPCMessage | Rejected:
+    if isinstance(data, list):
+        detail = (
+            "a JSON-RPC batch; batches are not supported since protocol version 2025-06-18, "
+            "send each message on its own line"
+        )
+        return Rejected(None, types.INVALID_REQUEST, detail, null_id=True)
     if not isinstance(data, dict):
         kind = type(data).__name__
         return Rejected(None, types.INVALID_REQUEST, f"a {kind}, not a JSON-RPC message object")
@@ -266,8 +281,8 @@ def encode_line(message: dict[str, Any]) -> bytes:
         return json.dumps(message, separators=(",", ":")).encode("ascii") + b"\n"
 
 
-def error_line(request_id: int | str, code: int, message: str) -> bytes:
-    """A JSON-RPC error response as one line."""
+def error_line(request_id: int | str | None, code: int, message: str) -> bytes:
+    """A JSON-RPC error response as one line (``None``: under ``"id": null``)."""
     error = {"code": code, "message": message}
     return encode_line({"jsonrpc": "2.0", "id": request_id, "error": error})
 

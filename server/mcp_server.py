@@ -134,6 +134,10 @@ def _tool_handlers(runner: ToolRunner, surface: GatewaySurface | None) -> dict[s
             if surface is not None and spec.name == "build_request_context":
                 await surface.context_built(ctx.session, _tool_refs(result))
             return result
+        if surface is not None and not surface.handles(params.name):
+            # A host may call a directly listed tool by a name it remembers, before any
+            # tools/list: the first gathering may still bring it (bounded by the budget).
+            await surface.startup()
         if surface is not None and surface.handles(params.name):
             return await surface.call(params.name, params.arguments or {}, ctx.session, params.meta)
         names = ", ".join(runner.specs)

@@ -135,7 +135,7 @@ async def _read(lines: _Lines, writer: _Writer, send: MemoryObjectSendStream[Any
                 continue
             if not isinstance(message, Rejected):
                 await send.send(SessionMessage(message))
-            elif message.request_id is None:
+            elif not message.answered:
                 log.warning("skipped a line from the host: %s", message.message)
             else:
                 log.warning(
