@@ -28,6 +28,7 @@ from . import learning_cli
 from .gateway import GatewayError
 from .install import CLIENTS, InstallError, install
 from .model_setup import prepare_model_dir
+from .terminal import EscapingFormatter, escape_lines
 from .version import broker_version
 
 __all__ = ["main"]
@@ -220,9 +221,9 @@ def _cmd_tools(args: argparse.Namespace) -> int:
     given = ("--pin-file", path) if args.pin_file is not None else ("--config", args.config)
     where = f"{given[0]} {shlex.quote(str(given[1]))}"
     if args.tools_command == "approve":
-        print(approve_tools(path, args.target, args.hashes, where=where))
+        print(escape_lines(approve_tools(path, args.target, args.hashes, where=where)))
     else:
-        print(tools_status(path, as_json=args.json, where=where))
+        print(escape_lines(tools_status(path, as_json=args.json, where=where)))
     return 0
 
 
@@ -300,7 +301,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report.to_dict()))
     else:
-        print(_format_report(report, ks))
+        print(escape_lines(_format_report(report, ks)))
     if args.html is not None:
         _write_eval_html(args, report, ks)
     return 0
@@ -356,7 +357,7 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(usage.model_dump(mode="json", exclude={"report"})))
     else:
-        print(usage.report)
+        print(escape_lines(usage.report))
     return 0
 
 
@@ -373,7 +374,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             insecure=args.insecure,
         )
     except ConfigError as exc:  # found at startup: exit 1, as check does for the same config
-        print(f"context-broker: error: {exc}", file=sys.stderr)
+        print(f"context-broker: error: {escape_lines(str(exc))}", file=sys.stderr)
         return 1
 
 
@@ -381,9 +382,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``context-broker`` console script."""
     args = _parser().parse_args(argv)
     level = args.log_level or "INFO"
-    logging.basicConfig(
-        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(EscapingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
     commands = {
         "eval": _cmd_eval,
         "setup-model": _cmd_setup_model,
@@ -398,7 +399,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return commands[args.command](args)
     except (ContextCoreError, GatewayError, InstallError) as exc:
-        print(f"context-broker: error: {exc}", file=sys.stderr)
+        print(f"context-broker: error: {escape_lines(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -11,6 +11,7 @@ from server.settings import load_config
 
 from .gateway import GatewayError
 from .gateway.trust import approve_hint
+from .terminal import escape, escape_lines
 
 __all__ = ["check_exit_code", "check_report", "format_check"]
 
@@ -96,9 +97,10 @@ def _store_problem(config: Any) -> str | None:
 
 
 def format_check(report: dict[str, Any]) -> str:
-    """A short text rendering of ``check_report``."""
+    """A short text rendering of ``check_report``, every line escaped for a terminal (server
+    names, tool names and a downstream's stderr come from outside)."""
     if not report["ok"]:
-        return f"config {report['config']}: INVALID\n  {report['error']}"
+        return f"config {escape(report['config'])}: INVALID\n  {escape_lines(report['error'])}"
     lines = [f"config {report['config']}: OK (agent {report['agent']!r})", "items:"]
     if not report["items"]:
         lines.append("  none")
@@ -130,7 +132,7 @@ def format_check(report: dict[str, Any]) -> str:
             "downstream tools need review (held back or flagged above): exit code "
             f"{NEEDS_REVIEW}; see `context-broker tools status`"
         )
-    return "\n".join(lines)
+    return "\n".join(escape(line) for line in lines)
 
 
 def _trust_lines(server: str, trust: dict[str, Any] | None) -> list[str]:
