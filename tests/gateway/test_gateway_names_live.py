@@ -51,6 +51,7 @@ async def test_list_changed_refreshes_the_catalog_and_the_exposed_list() -> None
         "alpha",
         include="agent",
         tools={"alpha": DownstreamToolConfig(include="always")},
+        hold_new_tools=False,  # a server that adds tools as it runs, trusted to
     )
     async with running({"grow": config}, catalog, on_exposed_change=changes.append) as gw:
         assert [t.name for t in gw.exposed_tools()] == ["grow__alpha"]  # grow itself is "agent"
