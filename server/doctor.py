@@ -142,7 +142,7 @@ def _trust_lines(server: str, trust: dict[str, Any] | None) -> list[str]:
     lines = []
     for held in trust["held"]:
         lines.append(f"  held back: {held['tool']}: {held['reason']}")
-        lines.append(f"    approve: {approve_hint(server, held['tool'])}")
+        lines.append(f"    approve: {approve_hint(server, held['tool'], held.get('sha256'))}")
     for flagged in trust["flagged"]:
         lines.append(f"  flagged: {flagged['tool']}: {'; '.join(flagged['findings'])}")
     if trust["truncated"]:

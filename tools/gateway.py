@@ -61,6 +61,7 @@ class _Row(Out):
 class HeldRow(_Row):
     tool: str
     reason: str
+    sha256: str = ""  # of the held definition: an approval names it
 
 
 class FlaggedRow(_Row):
@@ -114,7 +115,7 @@ def render_servers(result: ListServersResult) -> str:
 def _trust_lines(server: str, trust: TrustRow) -> list[str]:
     lines = [
         f"  held back: {h.tool}: {h.reason}; a person approves it with "
-        f"`context-broker tools approve {server}/{h.tool}`"
+        f"`context-broker tools approve {server}/{h.tool} --hash {h.sha256[:12]}`"
         for h in trust.held
     ]
     for f in trust.flagged:  # finding kinds only: the matched text is itself an injection

@@ -119,7 +119,7 @@ class TrustReport:
         return TrustRow(
             mode=self.mode,
             offered=self.offered,
-            held=[HeldRow(tool=h.name, reason=h.reason) for h in self.held],
+            held=[HeldRow(tool=h.name, reason=h.reason, sha256=h.sha256) for h in self.held],
             flagged=[FlaggedRow(tool=f.name, findings=list(f.findings)) for f in self.flagged],
             truncated=list(self.truncated),
             dropped=len(self.dropped),
