@@ -2,7 +2,8 @@
 
 The entry starts this installation's ``context-broker serve --config FILE`` with absolute
 paths. An existing file is merged (other servers and keys are kept), backed up before it is
-changed, and never overwritten when it cannot be read as a JSON object.
+changed, and never overwritten when it cannot be read as a JSON object. A host file that is a
+symbolic link or not a regular file is refused.
 
     InstallError    the host file is malformed, or the broker config is missing
     (a broker config that does not load raises contextcore's ConfigError)
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -144,6 +146,30 @@ def _servers_key(client: Client) -> str:
     return "servers" if client == "vscode" else "mcpServers"
 
 
+def _check_target(path: Path) -> None:
+    """Refuse a host file that is a symlink or not a regular file: merging would read the
+    file it points at (another program's credentials, say) and write it back here."""
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise InstallError(
+            f"cannot inspect {str(path)!r}: {exc.strerror}; nothing was written"
+        ) from exc
+    if stat.S_ISLNK(mode):
+        raise InstallError(
+            f"{str(path)!r} is a symbolic link (to {str(os.readlink(path))!r}); install edits "
+            "only a regular file: pass --path with the real file, or replace the link with a "
+            "copy; nothing was written"
+        )
+    if not stat.S_ISREG(mode):
+        raise InstallError(
+            f"{str(path)!r} is not a regular file; pass --path with the host's JSON config "
+            "file; nothing was written"
+        )
+
+
 def _read_object(path: Path) -> dict[str, Any]:
     """The file's JSON object; a missing or empty file is an empty one."""
     try:
@@ -211,6 +237,7 @@ def install(
         raise InstallError(f"unknown client {client!r}; choose one of {', '.join(CLIENTS)}")
     target = (path or default_path(client, scope)).expanduser().absolute()
     entry = server_entry(client, config, command)
+    _check_target(target)
     data = _read_object(target)
     key = _servers_key(client)
     servers = data.get(key, {})

@@ -175,6 +175,34 @@ async def test_a_malformed_host_file_is_an_error_naming_it_and_left_untouched(
     assert _backups(target) == []
 
 
+async def test_a_symlinked_host_file_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    _config(tmp_path)
+    other = tmp_path / "home" / "other-credentials.json"
+    other.parent.mkdir()
+    secret = '{"mcpServers": {}, "apiKey": "sk-other-program"}'
+    other.write_text(secret, encoding="utf-8")
+    (tmp_path / ".mcp.json").symlink_to(other)
+
+    code, out, err = await _install(tmp_path, "--client", "claude-code", "--config", "broker.toml")
+
+    assert code == 2 and out == ""
+    assert "is a symbolic link" in err and "nothing was written" in err
+    assert (tmp_path / ".mcp.json").is_symlink()
+    assert other.read_text(encoding="utf-8") == secret
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".mcp.json", "broker.toml", "home"]
+    assert sorted(p.name for p in other.parent.iterdir()) == ["other-credentials.json"]
+
+
+async def test_a_host_path_that_is_a_directory_is_refused(tmp_path: Path) -> None:
+    _config(tmp_path)
+    (tmp_path / "mcp.json").mkdir()
+    code, _, err = await _install(
+        tmp_path, "--client", "cursor", "--config", "broker.toml", "--path", "mcp.json"
+    )
+    assert code == 2 and "is not a regular file" in err and "nothing was written" in err
+    assert list((tmp_path / "mcp.json").iterdir()) == []
+
+
 async def test_a_missing_broker_config_is_an_error_naming_it(tmp_path: Path) -> None:
     code, _, err = await _install(
         tmp_path, "--client", "cursor", "--config", "nowhere.toml", "--path", "mcp.json"
