@@ -1,5 +1,5 @@
-"""Downstream tool definitions made safe to show: hidden characters stripped, text clipped,
-known prompt-injection phrasing flagged.
+"""Downstream tool definitions made safe to show: hidden characters stripped from every key
+and string at any depth, text clipped, known prompt-injection phrasing flagged.
 
 Everything here runs in time linear in its input: one regex pass removes ANSI escape
 sequences, one removes invisible and control characters (Unicode categories Cc and Cf,
@@ -235,7 +235,7 @@ class _Cleaner:
                 if isinstance(target, list):
                     target.append(child)
                     continue
-                name = self.text(key)
+                name = self.text(str(key))
                 if name in target:
                     self.collided.append(repr(name[:60]))
                 target[name] = child
