@@ -319,18 +319,19 @@ class GatewaySurface:
             await session.report_progress(value, total, message)
 
         callback = progress if session is not None else None
+        configured = self.gateway.server_config(server) is not None
         # The span is current while the call is sent: the SDK passes its trace context on
         # in the request's _meta.traceparent.
-        with self.observer.downstream_call(server, tool):
+        with self.observer.downstream_call(server, tool, configured=configured):
             try:
                 result = await self.gateway.call_tool(
                     server, tool, arguments, progress_callback=callback
                 )
             except GatewayError as exc:
-                self.observer.downstream_failed(server)
+                self.observer.downstream_failed(server, configured=configured)
                 return error_result(str(exc))
             if result.is_error:
-                self.observer.downstream_failed(server)
+                self.observer.downstream_failed(server, configured=configured)
             return self._capped(server, tool, result)
 
     def _capped(self, server: str, tool: str, result: types.CallToolResult) -> types.CallToolResult:

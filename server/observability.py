@@ -42,6 +42,7 @@ from .gateway import Gateway
 from .http_guard import AUTHENTICATED
 
 __all__ = [
+    "OTHER_SERVER",
     "Observer",
     "Readiness",
     "StatusRow",
@@ -56,6 +57,8 @@ log = logging.getLogger(__name__)
 _PROPAGATOR = TraceContextTextMapPropagator()
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 StatusRow = tuple[str, str]  # (server name, state)
+OTHER_SERVER = "other"
+"""The ``server`` label of calls naming a server the config does not have."""
 
 
 def build_tracer_provider(config: TelemetryConfig) -> trace.TracerProvider | None:
@@ -209,10 +212,14 @@ class Observer:
                 self.selections.labels(str(row.get("include_mode")), str(row.get("type"))).inc()
 
     @contextmanager
-    def downstream_call(self, server: str, tool: str) -> Iterator[dict[str, str]]:
+    def downstream_call(
+        self, server: str, tool: str, *, configured: bool = True
+    ) -> Iterator[dict[str, str]]:
         """Count and trace one forwarded call; yields the ``_meta`` trace context to pass on.
-        The caller marks failures with :meth:`downstream_failed`."""
-        self.downstream_calls.labels(server).inc()
+        A server the config does not name (any string a host sends) is counted under
+        :data:`OTHER_SERVER`, so hosts cannot add series. The caller marks failures with
+        :meth:`downstream_failed`."""
+        self.downstream_calls.labels(server if configured else OTHER_SERVER).inc()
         with self.span(
             f"downstream {server}/{tool}", **{"mcp.server": server, "mcp.tool.name": tool}
         ):
@@ -220,8 +227,9 @@ class Observer:
             _PROPAGATOR.inject(carrier)
             yield carrier
 
-    def downstream_failed(self, server: str) -> None:
-        self.downstream_errors.labels(server).inc()
+    def downstream_failed(self, server: str, *, configured: bool = True) -> None:
+        """Count a forwarded call that ended in an error (labelled as :meth:`downstream_call`)."""
+        self.downstream_errors.labels(server if configured else OTHER_SERVER).inc()
 
     def traced(self, kind: str, target: Any) -> Any:
         """``target`` (a session store or the search engine) with each method call in a

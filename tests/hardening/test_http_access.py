@@ -13,6 +13,8 @@ from pathlib import Path
 import anyio
 import httpx2
 from anyio.streams.text import TextReceiveStream
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from tests.support.broker_procs import BROKER, running_broker, server_env, write_config
 
@@ -126,3 +128,33 @@ async def test_readyz_without_the_token_says_only_whether_the_broker_is_ready(
         bare = await _ready_body(http, url, auth=False)
     assert detailed["ready"] is False and "inventory-db" in str(detailed["checks"])
     assert bare == {"ready": False}
+
+
+async def test_metrics_count_calls_to_unknown_servers_under_one_label(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path,
+        extra=f'\n[server.http]\nauth_token_env = "{TOKEN_ENV}"\n\n'
+        f'[servers.time]\ncommand = "{TIME}"\n',
+    )
+    env = {**server_env(), TOKEN_ENV: TOKEN}
+    auth = {"authorization": f"Bearer {TOKEN}"}
+    async with (
+        running_broker(config, env=env) as (url, _),
+        httpx2.AsyncClient(timeout=30, headers=auth) as http,
+        Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client,
+    ):
+        for server in ("time", "made-up-1", "made-up-2"):
+            with anyio.fail_after(30):
+                await client.call_tool(
+                    "call_tool",
+                    {
+                        "server": server,
+                        "tool": "get_current_time",
+                        "arguments": {"timezone": "UTC"},
+                    },
+                )
+        metrics = (await http.get(f"{url}/metrics")).text
+    calls = [line for line in metrics.splitlines() if line.startswith("context_broker_downstream")]
+    assert 'context_broker_downstream_calls_total{server="time"} 1.0' in calls, calls
+    assert 'context_broker_downstream_calls_total{server="other"} 2.0' in calls, calls
+    assert not [line for line in calls if "made-up" in line], calls
