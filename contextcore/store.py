@@ -40,6 +40,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import islice
 from typing import Any, Protocol, runtime_checkable
 
 from .errors import ContextCoreError, SessionError
@@ -116,6 +117,11 @@ class SessionStore(Protocol):
 
     def list_session_ids(self) -> list[str]:
         """Every stored session id, oldest first."""
+        ...
+
+    def session_ids_page(self, offset: int, limit: int) -> list[str]:
+        """One page of stored session ids, newest first: at most ``limit`` after skipping
+        ``offset`` (reads only that page)."""
         ...
 
     def items(self, session_id: str) -> tuple[SessionItem, ...]:
@@ -316,6 +322,10 @@ class MemorySessionStore:
     def list_session_ids(self) -> list[str]:
         with self._lock:
             return list(self._sessions)
+
+    def session_ids_page(self, offset: int, limit: int) -> list[str]:
+        with self._lock:
+            return list(islice(reversed(self._sessions), offset, offset + limit))
 
     def items(self, session_id: str) -> tuple[SessionItem, ...]:
         with self._lock:

@@ -193,6 +193,14 @@ class PostgresSessionStore:
             cur.execute("SELECT session_id FROM sessions ORDER BY ord")
             return [r[0] for r in cur.fetchall()]
 
+    def session_ids_page(self, offset: int, limit: int) -> list[str]:
+        with self._tx() as cur:
+            cur.execute(
+                "SELECT session_id FROM sessions ORDER BY ord DESC LIMIT %s OFFSET %s",
+                (limit, offset),
+            )
+            return [r[0] for r in cur.fetchall()]
+
     def items(self, session_id: str) -> tuple[SessionItem, ...]:
         with self._tx() as cur:
             cur.execute(

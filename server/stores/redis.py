@@ -209,6 +209,13 @@ class RedisSessionStore:
         with self._guard():
             return [_text(s) for s in self._r.zrange(_P + "sessions", 0, -1)]
 
+    def session_ids_page(self, offset: int, limit: int) -> list[str]:
+        if limit <= 0:
+            return []
+        with self._guard():
+            page = self._r.zrevrange(_P + "sessions", offset, offset + limit - 1)
+            return [_text(s) for s in page]
+
     def items(self, session_id: str) -> tuple[SessionItem, ...]:
         k = _Keys(session_id)
         with self._guard():

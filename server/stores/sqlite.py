@@ -196,6 +196,14 @@ class SqliteSessionStore:
             rows = db.execute("SELECT session_id FROM session_headers ORDER BY ord").fetchall()
         return [r[0] for r in rows]
 
+    def session_ids_page(self, offset: int, limit: int) -> list[str]:
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT session_id FROM session_headers ORDER BY ord DESC LIMIT ? OFFSET ?",
+                (limit, offset),
+            ).fetchall()
+        return [r[0] for r in rows]
+
     def items(self, session_id: str) -> tuple[SessionItem, ...]:
         with self._read() as db:
             rows = db.execute(

@@ -15,15 +15,21 @@ from tools._spec import Args, Out, ToolSpec
 
 __all__ = [
     "APP_TOOL",
+    "SESSIONS_PAGE",
+    "SESSIONS_PAGE_MAX",
     "RequestView",
+    "SessionPage",
     "SessionRow",
     "TurnRow",
     "request_view",
-    "session_rows",
+    "session_page",
     "turn_rows",
 ]
 
 _PREVIEW_CHARS = 160
+SESSIONS_PAGE = 50
+"""Sessions per page of the sessions list when the request names no ``limit``."""
+SESSIONS_PAGE_MAX = 200
 
 
 class ViewItem(Out):
@@ -126,11 +132,20 @@ def _preview(message: str) -> str:
     return flat if len(flat) <= _PREVIEW_CHARS else flat[:_PREVIEW_CHARS] + "…"
 
 
-def session_rows(broker: ContextBroker) -> list[SessionRow]:
-    """Every stored session, the most recently used first."""
+class SessionPage(Out):
+    sessions: list[SessionRow]
+    offset: int
+    limit: int
+    next_offset: int | None
+
+
+def session_page(broker: ContextBroker, offset: int = 0, limit: int = SESSIONS_PAGE) -> SessionPage:
+    """One page of stored sessions, the newest first; only that page is read from the store
+    (``next_offset`` is None on the last page)."""
     store = broker.store
+    ids = store.session_ids_page(offset, limit + 1)  # one more says whether a next page exists
     rows = []
-    for session_id in store.list_session_ids():
+    for session_id in ids[:limit]:
         header = store.header(session_id)
         if header is None:  # removed since it was listed
             continue
@@ -144,7 +159,8 @@ def session_rows(broker: ContextBroker) -> list[SessionRow]:
                 last_turn=last.timestamp if last is not None else None,
             )
         )
-    return sorted(rows, key=lambda r: r.last_turn or r.created_at, reverse=True)
+    more = offset + limit if len(ids) > limit else None
+    return SessionPage(sessions=rows, offset=offset, limit=limit, next_offset=more)
 
 
 def turn_rows(broker: ContextBroker, session_id: str) -> list[TurnRow]:

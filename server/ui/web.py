@@ -20,7 +20,7 @@ from tools.catalog import catalog_rows
 
 from .assets import web_html
 from .charts import analytics_html
-from .view import request_view, session_rows, turn_rows
+from .view import SESSIONS_PAGE, SESSIONS_PAGE_MAX, request_view, session_page, turn_rows
 
 __all__ = ["PAGE_CSP", "ui_routes"]
 
@@ -50,8 +50,14 @@ class _Pages:
         return HTMLResponse(web_html(), headers=_HEADERS)
 
     async def sessions(self, request: Request) -> Response:
+        """``?limit=`` (default 50, at most 200) sessions after ``?offset=``, newest first."""
+        try:
+            limit = _int_param(request, "limit", SESSIONS_PAGE, 1, SESSIONS_PAGE_MAX)
+            offset = _int_param(request, "offset", 0, 0, None)
+        except ValueError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400, headers=_HEADERS)
         return await self._json(
-            lambda: [r.model_dump(mode="json") for r in session_rows(self.broker)]
+            lambda: session_page(self.broker, offset, limit).model_dump(mode="json")
         )
 
     async def turns(self, request: Request) -> Response:
@@ -77,6 +83,18 @@ class _Pages:
             return {"stats": usage, "html": analytics_html(usage)}
 
         return await self._json(build)
+
+
+def _int_param(request: Request, name: str, default: int, low: int, high: int | None) -> int:
+    """A query parameter as an integer in ``[low, high]``; ``ValueError`` says what is wrong."""
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    value = int(raw) if raw.isdigit() and len(raw) <= 9 else -1
+    if value < low or (high is not None and value > high):
+        limit = f"from {low} to {high}" if high is not None else f"{low} or more"
+        raise ValueError(f"{name} must be a whole number {limit}, got {raw[:20]!r}")
+    return value
 
 
 def ui_routes(broker: ContextBroker) -> list[BaseRoute]:

@@ -158,3 +158,36 @@ async def test_metrics_count_calls_to_unknown_servers_under_one_label(tmp_path: 
     assert 'context_broker_downstream_calls_total{server="time"} 1.0' in calls, calls
     assert 'context_broker_downstream_calls_total{server="other"} 2.0' in calls, calls
     assert not [line for line in calls if "made-up" in line], calls
+
+
+async def test_the_sessions_list_comes_a_bounded_page_at_a_time(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path, backend="sqlite", extra=f'\n[server.http]\nauth_token_env = "{TOKEN_ENV}"\n'
+    )
+    env = {**server_env(), TOKEN_ENV: TOKEN}
+    auth = {"authorization": f"Bearer {TOKEN}"}
+    async with (
+        running_broker(config, env=env) as (url, _),
+        httpx2.AsyncClient(timeout=30, headers=auth) as http,
+        Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client,
+    ):
+        created = []
+        for n in range(5):
+            with anyio.fail_after(30):
+                result = await client.call_tool("create_session", {"agent": f"agent-{n}"})
+            assert isinstance(result.structured_content, dict)
+            created.append(result.structured_content["session_id"])
+
+        async def page(query: str) -> httpx2.Response:
+            return await http.get(f"{url}/ui/api/sessions{query}")
+
+        first, last, whole = [await page(q) for q in ("?limit=2", "?limit=2&offset=4", "")]
+        too_many, negative = await page("?limit=201"), await page("?offset=-1")
+    newest_first = created[::-1]
+    assert [s["session_id"] for s in first.json()["sessions"]] == newest_first[:2]
+    assert first.json()["next_offset"] == 2
+    assert [s["session_id"] for s in last.json()["sessions"]] == newest_first[4:]
+    assert last.json()["next_offset"] is None
+    assert whole.json()["limit"] == 50 and len(whole.json()["sessions"]) == 5
+    assert too_many.status_code == 400 and "limit" in too_many.json()["error"]
+    assert negative.status_code == 400 and "offset" in negative.json()["error"]

@@ -57,19 +57,36 @@
     page.appendChild(box);
   }
 
+  function sessionRow(s) {
+    var tr = el("tr");
+    var a = el("a", "mono", s.session_id);
+    a.href = "#/sessions/" + encodeURIComponent(s.session_id);
+    cell(tr, "").appendChild(a);
+    cell(tr, s.agent || "—"); cell(tr, s.turns); cell(tr, s.last_turn || "—", "mono"); cell(tr, s.created_at, "mono");
+    return tr;
+  }
+
+  // The list comes a page at a time (newest first); "Older sessions" appends the next page.
   function sessions() {
     loading("Sessions");
-    api("sessions").then(function (rows) {
+    api("sessions").then(function (first) {
       page.lastChild.remove();
-      if (!rows.length) { var b = el("div"); ContextView.empty(b, "No sessions yet."); page.appendChild(b); return; }
-      page.appendChild(table(["Session", "Agent", "Turns", "Last turn", "Created"], rows.map(function (s) {
-        var tr = el("tr");
-        var a = el("a", "mono", s.session_id);
-        a.href = "#/sessions/" + encodeURIComponent(s.session_id);
-        cell(tr, "").appendChild(a);
-        cell(tr, s.agent || "—"); cell(tr, s.turns); cell(tr, s.last_turn || "—", "mono"); cell(tr, s.created_at, "mono");
-        return tr;
-      })));
+      if (!first.sessions.length) { var b = el("div"); ContextView.empty(b, "No sessions yet."); page.appendChild(b); return; }
+      var t = table(["Session", "Agent", "Turns", "Last turn", "Created"], first.sessions.map(sessionRow));
+      page.appendChild(t);
+      var more = el("button", null, "Older sessions");
+      var next = first.next_offset;
+      more.hidden = next === null;
+      more.addEventListener("click", function () {
+        more.disabled = true;
+        api("sessions?offset=" + next).then(function (data) {
+          data.sessions.forEach(function (s) { t.tBodies[0].appendChild(sessionRow(s)); });
+          next = data.next_offset;
+          more.hidden = next === null;
+          more.disabled = false;
+        }).catch(failed);
+      });
+      page.appendChild(more);
     }).catch(failed);
   }
 
