@@ -47,6 +47,28 @@ def _auth_token(http: HttpConfig, environ: os._Environ[str] | dict[str, str]) ->
     return http.auth_token or None
 
 
+MIN_COOKIE_KEY_CHARS = 32
+
+
+def _cookie_key(http: HttpConfig, environ: os._Environ[str] | dict[str, str]) -> bytes | None:
+    """The ``/ui`` cookie key from the variable ``ui_cookie_key_env`` names (None: a random
+    key per process)."""
+    name = http.ui_cookie_key_env
+    if not name:
+        return None
+    key = environ.get(name, "")
+    if len(key) < MIN_COOKIE_KEY_CHARS:
+        # Fail closed: a short or missing shared key must not quietly sign cookies.
+        raise ConfigError(
+            f"server.http.ui_cookie_key_env names {name!r}, but that environment variable "
+            f"is {'shorter than that' if key else 'not set'}; set it to a random key of "
+            f"{MIN_COOKIE_KEY_CHARS} or more characters (the same on every replica) or remove "
+            "ui_cookie_key_env",
+            field="server.http.ui_cookie_key_env",
+        )
+    return key.encode()
+
+
 def _is_loopback(host: str) -> bool:
     if host.strip("[]").lower() == "localhost":
         return True
@@ -71,7 +93,9 @@ def guard_settings(
     to start (``ConfigError``) unless ``insecure`` is set. ``allowed_hosts`` does not count:
     it guards browsers against DNS rebinding, and any other client can send any Host header.
     """
-    token = _auth_token(http, os.environ if environ is None else environ)
+    environ = os.environ if environ is None else environ
+    token = _auth_token(http, environ)
+    cookie_key = _cookie_key(http, environ)
     if not _is_loopback(host) and token is None:
         if not insecure:
             raise ConfigError(
@@ -94,12 +118,12 @@ def guard_settings(
                 "list the names clients use to reach this server",
                 host,
             )
-            return GuardSettings((), (), token, http.max_body_bytes)
+            return GuardSettings((), (), token, http.max_body_bytes, cookie_key)
     else:
         allowed.append(f"[{host}]" if ":" in host else host)
     allowed += LOOPBACK_HOSTS
     return GuardSettings(
-        tuple(dict.fromkeys(allowed)), http.allowed_origins, token, http.max_body_bytes
+        tuple(dict.fromkeys(allowed)), http.allowed_origins, token, http.max_body_bytes, cookie_key
     )
 
 

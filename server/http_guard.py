@@ -30,12 +30,14 @@ AUTHENTICATED = "context_broker.authenticated"
 @dataclass(frozen=True)
 class GuardSettings:
     """What the guard enforces. ``allowed_hosts`` entries are ``host`` or ``host:port`` or
-    ``host:*``; an empty tuple turns the Host/Origin check off."""
+    ``host:*``; an empty tuple turns the Host/Origin check off. ``ui_cookie_key`` signs the
+    ``/ui`` cookie (None: a random key per process)."""
 
     allowed_hosts: tuple[str, ...]
     allowed_origins: tuple[str, ...]
     auth_token: str | None
     max_body_bytes: int
+    ui_cookie_key: bytes | None = None
 
 
 def _split(hostport: str) -> tuple[str, str]:
@@ -81,7 +83,11 @@ class HttpGuard:
         self.app = app
         self.settings = settings
         # Under /ui a browser may sign in once and show a cookie instead of the header.
-        self._login = UiLogin(settings.auth_token) if settings.auth_token is not None else None
+        self._login = (
+            UiLogin(settings.auth_token, settings.ui_cookie_key)
+            if settings.auth_token is not None
+            else None
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

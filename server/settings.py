@@ -37,6 +37,8 @@ class HttpConfig(ConfigModel):
     port: int = Field(8765, ge=0, le=65535)
     auth_token: str | None = None
     auth_token_env: str | None = None
+    # Names the variable holding the /ui cookie key; replicas that share it share sign-ins.
+    ui_cookie_key_env: str | None = None
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)

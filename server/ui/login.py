@@ -1,8 +1,9 @@
 """Signing a browser in to the ``/ui/`` pages of a broker that has a bearer token: a plain
 browser cannot send ``Authorization``, so ``GET /ui/?token=...`` (or the login form, which
 posts to ``/ui/login``) sets a cookie for ``/ui`` only. The cookie holds an HMAC of the token
-under a key drawn at startup, never the token itself; a restart signs every browser out.
-``/mcp`` and the other routes keep requiring the header."""
+under a key drawn at startup, never the token itself; a restart signs every browser out. Replicas
+behind one balancer share a key instead (``server.http.ui_cookie_key_env``), so a browser signed
+in on one is signed in on all. ``/mcp`` and the other routes keep requiring the header."""
 
 from __future__ import annotations
 

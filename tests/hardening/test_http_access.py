@@ -191,3 +191,47 @@ async def test_the_sessions_list_comes_a_bounded_page_at_a_time(tmp_path: Path) 
     assert whole.json()["limit"] == 50 and len(whole.json()["sessions"]) == 5
     assert too_many.status_code == 400 and "limit" in too_many.json()["error"]
     assert negative.status_code == 400 and "offset" in negative.json()["error"]
+
+
+async def _ui_cookie(http: httpx2.AsyncClient, url: str) -> str:
+    """Sign a browser in with ``/ui/?token=``: the cookie it is given."""
+    signed_in = await http.get(f"{url}/ui/?token={TOKEN}")
+    assert signed_in.status_code == 303, signed_in.text
+    return signed_in.headers["set-cookie"].split(";", 1)[0]
+
+
+async def test_replicas_sharing_the_cookie_key_accept_each_others_ui_sign_in(
+    tmp_path: Path,
+) -> None:
+    key_env = "BROKER_UI_COOKIE_KEY"
+    config = write_config(
+        tmp_path,
+        extra=f'\n[server.http]\nauth_token_env = "{TOKEN_ENV}"\nui_cookie_key_env = "{key_env}"\n',
+    )
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    unshared = write_config(alone, extra=f'\n[server.http]\nauth_token_env = "{TOKEN_ENV}"\n')
+    env = {**server_env(), TOKEN_ENV: TOKEN, key_env: "k" * 16 + "shared-replica-key-0042"}
+    async with (
+        running_broker(config, env=env) as (first, _),
+        running_broker(config, env=env) as (second, _),
+        running_broker(unshared, env=env) as (other, _),
+        httpx2.AsyncClient(timeout=10) as http,
+    ):
+        cookie = {"cookie": await _ui_cookie(http, first)}
+        on_first = await http.get(f"{first}/ui/api/sessions", headers=cookie)
+        on_second = await http.get(f"{second}/ui/api/sessions", headers=cookie)
+        on_other = await http.get(f"{other}/ui/api/sessions", headers=cookie)
+    assert first != second
+    assert on_first.status_code == 200 and on_second.status_code == 200, on_second.text
+    assert on_other.status_code == 401  # a random per-process key: its own sign-ins only
+
+
+async def test_a_short_shared_cookie_key_is_refused_at_startup(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path,
+        extra=f'\n[server.http]\nauth_token_env = "{TOKEN_ENV}"\nui_cookie_key_env = "SHORT_KEY"\n',
+    )
+    env = {**server_env(), TOKEN_ENV: TOKEN, "SHORT_KEY": "too-short"}
+    log, code = await _serve_until_listening_or_exit(config, env)
+    assert code > 0 and "server.http.ui_cookie_key_env" in log and "32" in log, log
