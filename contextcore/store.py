@@ -93,12 +93,15 @@ class SessionHeader:
 @dataclass(frozen=True)
 class MessageRecord:
     """One stored history message: its validated wire dict (with ``id``) and what the store
-    indexes. ``seq`` is assigned by the store (``-1`` on a record not yet stored)."""
+    indexes. ``seq`` is assigned by the store (``-1`` on a record not yet stored); ``tokens``
+    is the message's estimated size, given when it enters, which the store sums per session
+    (see :meth:`SessionStore.message_totals`)."""
 
     id: str
     raw: Mapping[str, Any]
     call_ids: tuple[str, ...] = ()
     seq: int = -1
+    tokens: int = 0
 
 
 @runtime_checkable
@@ -181,6 +184,12 @@ class SessionStore(Protocol):
 
     def message_count(self, session_id: str) -> int:
         """One past the highest message sequence number (0 for no messages)."""
+        ...
+
+    def message_totals(self, session_id: str) -> tuple[int, int]:
+        """How many messages the session holds and the sum of their ``tokens``, from
+        counters kept with the records (appends, rewrites and deletes keep them), so the
+        cost does not grow with the history; ``(0, 0)`` for an unknown session."""
         ...
 
     def used_ids(
@@ -282,6 +291,7 @@ class _Records:
     turn_index: dict[str, int] = field(default_factory=dict)
     messages: dict[int, MessageRecord] = field(default_factory=dict)
     next_seq: int = 0
+    tokens: int = 0
     message_ids: set[str] = field(default_factory=set)
     call_ids: set[str] = field(default_factory=set)
     history: dict[str, Any] | None = None
@@ -407,6 +417,7 @@ class MemorySessionStore:
             for seq, message in zip(seqs, messages, strict=True):
                 rec.messages[seq] = replace(message, raw=dict(message.raw), seq=seq)
             rec.next_seq += len(messages)
+            rec.tokens += sum(m.tokens for m in messages)
             rec.message_ids.update(ids)
             rec.call_ids.update(calls)
             return seqs
@@ -425,6 +436,11 @@ class MemorySessionStore:
         with self._lock:
             found = self._sessions.get(session_id)
             return found.next_seq if found else 0
+
+    def message_totals(self, session_id: str) -> tuple[int, int]:
+        with self._lock:
+            found = self._sessions.get(session_id)
+            return (len(found.messages), found.tokens) if found else (0, 0)
 
     def used_ids(
         self, session_id: str, message_ids: Iterable[str], call_ids: Iterable[str]
@@ -448,6 +464,7 @@ class MemorySessionStore:
                 old = rec.messages[message.seq]
                 rec.message_ids.discard(old.id)
                 rec.call_ids.difference_update(old.call_ids)
+                rec.tokens += message.tokens - old.tokens
                 rec.messages[message.seq] = replace(message, raw=dict(message.raw))
                 rec.message_ids.add(message.id)
                 rec.call_ids.update(message.call_ids)
@@ -459,6 +476,7 @@ class MemorySessionStore:
             gone = [s for s in list(rec.messages) if start <= s < stop]
             for seq in gone:
                 old = rec.messages.pop(seq)
+                rec.tokens -= old.tokens
                 rec.message_ids.discard(old.id)
                 rec.call_ids.difference_update(old.call_ids)
             return len(gone)

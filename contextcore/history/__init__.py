@@ -31,7 +31,7 @@ from .registry import FilterRegistry, default_registry
 from .repair import RepairOptions
 from .report import PipelineReport, StepReport
 from .snapshot import TaskSnapshot
-from .stats import HistoryStats, history_stats
+from .stats import HistoryStats, history_stats, stats_from_totals
 from .summaries.extractive import ExtractiveSummarizer
 from .summaries.policy import (
     Summarizer,
@@ -86,6 +86,7 @@ __all__ = [
     "parse_messages",
     "plan_summary",
     "run_pipeline",
+    "stats_from_totals",
     "update_snapshot",
     "update_summary",
     "validate_window",

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from .conversation import ConversationHistory
 from .tokens import Tokenizer, chars_per_4, window_tokens
 
-__all__ = ["HistoryStats", "history_stats"]
+__all__ = ["HistoryStats", "history_stats", "stats_from_totals"]
 
 
 @dataclass(frozen=True)
@@ -35,4 +35,19 @@ def history_stats(
         summarized_messages=history.summary.covered if history.summary else 0,
         groups=len(history.groups),
         cleared=history.cleared,
+    )
+
+
+def stats_from_totals(count: int, tokens: int, state: ConversationHistory) -> HistoryStats:
+    """Stats from a store's message counters (``count`` messages, ``tokens`` estimated with
+    the default tokenizer) and the history's state without its messages: the same figures
+    :func:`history_stats` computes, at a cost independent of the history's length."""
+    return HistoryStats(
+        message_count=count,
+        estimated_tokens=tokens,
+        has_summary=state.summary is not None,
+        has_snapshot=state.snapshot is not None and not state.snapshot.is_empty,
+        summarized_messages=state.summary.covered if state.summary else 0,
+        groups=len(state.groups),
+        cleared=state.cleared_at is not None and state.cleared_at == count,
     )

@@ -43,15 +43,16 @@ from ..history import (
     build_pipeline,
     default_registry,
     get_window,
-    history_stats,
     parse_messages,
     plan_summary,
+    stats_from_totals,
 )
 from ..history.conversation import check_group, check_shape, with_group
 from ..history.limits import check_append, check_label, check_snapshot, check_text
 from ..history.messages import check_ids
 from ..history.summaries.extractive import extractive_chain
 from ..history.summaries.policy import clip_to_tokens
+from ..history.tokens import message_cost
 from ..store import DuplicateRecord, MessageRecord
 from .broker import ContextBroker
 
@@ -167,7 +168,7 @@ class HistoryService:
         shape = check_shape(parsed, start, known)
         taken_ids, taken_calls = store.used_ids(sid, [m.id for m in parsed], _call_ids(parsed))
         check_ids(parsed, start=start, taken_ids=taken_ids, taken_call_ids=taken_calls)
-        records = [MessageRecord(m.id, m.raw, m.call_ids) for m in parsed]
+        records = [MessageRecord(m.id, m.raw, m.call_ids, tokens=message_cost(m)) for m in parsed]
         try:
             seqs = store.append_messages(sid, records)
         except DuplicateRecord as exc:
@@ -293,8 +294,13 @@ class HistoryService:
         return TaskSnapshot.from_dict(stored) if stored else None
 
     def get_context_stats(self, session_id: str) -> HistoryStats:
-        """Message count, estimated tokens, summary and snapshot presence."""
-        return history_stats(self.history(session_id))
+        """Message count, estimated tokens, summary and snapshot presence; reads the store's
+        message counters and the small state, never the messages."""
+        sid = self.broker.require_session(session_id)
+        store = self.broker.store
+        count, tokens = store.message_totals(sid)
+        state = ConversationHistory.from_records((), store.history_state(sid), store.snapshot(sid))
+        return stats_from_totals(count, tokens, state)
 
     # -- helpers ------------------------------------------------------------------------
 

@@ -15,6 +15,8 @@ import psycopg
 
 from contextcore.store import StoreError
 
+from ._records import stored_tokens
+
 __all__ = ["SCHEMA_VERSION", "migrate"]
 
 log = logging.getLogger(__name__)
@@ -72,6 +74,13 @@ _MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (model, text_hash)
     );
     """,
+    # 2: each message's estimated tokens, and per session the message count and token sum
+    # (filled from the stored messages by _fill_totals), so stats cost the same at any length
+    """
+    ALTER TABLE messages ADD COLUMN tokens integer NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN message_total bigint NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN message_tokens bigint NOT NULL DEFAULT 0;
+    """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 _MIGRATION_LOCK = 0x6362_5F73_746F_7265  # any fixed key: "cb_store"
@@ -94,4 +103,18 @@ def migrate(cur: psycopg.Cursor[Any], where: str) -> None:
     for version in range(current + 1, SCHEMA_VERSION + 1):
         log.info("session store %s: migrating to schema version %d", where, version)
         cur.execute(_MIGRATIONS[version - 1])
+        if version == 2:
+            _fill_totals(cur)
         cur.execute("INSERT INTO schema_version VALUES (%s)", (version,))
+
+
+def _fill_totals(cur: psycopg.Cursor[Any]) -> None:
+    """Each stored message's tokens, then each session's message count and token sum."""
+    cur.execute("SELECT session_id, seq, raw FROM messages")
+    tokens = [(stored_tokens(raw), sid, seq) for sid, seq, raw in cur.fetchall()]
+    cur.executemany("UPDATE messages SET tokens = %s WHERE session_id = %s AND seq = %s", tokens)
+    cur.execute(
+        "UPDATE sessions s SET message_total = t.n, message_tokens = t.tokens FROM "
+        "(SELECT session_id, count(*) AS n, sum(tokens) AS tokens FROM messages "
+        "GROUP BY session_id) t WHERE s.session_id = t.session_id"
+    )

@@ -11,7 +11,7 @@ __all__ = ["SCRIPTS"]
 
 _CREATE = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], 'meta', ARGV[2], 'next_msg', 0)
+redis.call('HSET', KEYS[1], 'meta', ARGV[2], 'next_msg', 0, 'msg_total', 0, 'msg_tokens', 0)
 redis.call('ZADD', KEYS[4], redis.call('INCR', KEYS[5]), ARGV[1])
 local nr = tonumber(ARGV[3])
 for i = 1, nr do redis.call('RPUSH', KEYS[6], ARGV[3 + i]) end
@@ -57,19 +57,24 @@ for _, m in ipairs(batch) do
   end
 end
 local first = redis.call('HINCRBY', KEYS[1], 'next_msg', #batch) - #batch
+local tokens = 0
 for k, m in ipairs(batch) do
   local seq = first + k - 1
+  tokens = tokens + m[4]
   redis.call('HSET', KEYS[2], seq, m[2])
-  redis.call('HSET', KEYS[6], seq, cjson.encode({m[1], m[3]}))
+  redis.call('HSET', KEYS[6], seq, cjson.encode({m[1], m[3], m[4]}))
   redis.call('ZADD', KEYS[3], seq, seq)
   redis.call('HSET', KEYS[4], m[1], seq)
   for _, c in ipairs(m[3]) do redis.call('HSET', KEYS[5], c, seq) end
 end
+redis.call('HINCRBY', KEYS[1], 'msg_total', #batch)
+redis.call('HINCRBY', KEYS[1], 'msg_tokens', tokens)
 return first
 """
 _FORGET = """
 local function forget(seq)
-  -- Only the small id record is decoded, never the message's payload.
+  -- Only the small id record is decoded, never the message's payload; returns the
+  -- message's tokens.
   local old = cjson.decode(redis.call('HGET', KEYS[6], seq))
   if redis.call('HGET', KEYS[4], old[1]) == tostring(seq) then
     redis.call('HDEL', KEYS[4], old[1])
@@ -77,6 +82,7 @@ local function forget(seq)
   for _, c in ipairs(old[2]) do
     if redis.call('HGET', KEYS[5], c) == tostring(seq) then redis.call('HDEL', KEYS[5], c) end
   end
+  return old[3] or 0
 end
 """
 _REPLACE_MESSAGES = (
@@ -87,10 +93,12 @@ local batch = cjson.decode(ARGV[1])
 for _, m in ipairs(batch) do
   if redis.call('HEXISTS', KEYS[2], m[4]) == 0 then return {'missing', m[4]} end
 end
-for _, m in ipairs(batch) do forget(m[4]) end
+local tokens = 0
+for _, m in ipairs(batch) do tokens = tokens - forget(m[4]) + m[5] end
+redis.call('HINCRBY', KEYS[1], 'msg_tokens', tokens)
 for _, m in ipairs(batch) do
   redis.call('HSET', KEYS[2], m[4], m[2])
-  redis.call('HSET', KEYS[6], m[4], cjson.encode({m[1], m[3]}))
+  redis.call('HSET', KEYS[6], m[4], cjson.encode({m[1], m[3], m[5]}))
   redis.call('HSET', KEYS[4], m[1], m[4])
   for _, c in ipairs(m[3]) do redis.call('HSET', KEYS[5], c, m[4]) end
 end
@@ -102,12 +110,16 @@ _DELETE_MESSAGES = (
     + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 local seqs = redis.call('ZRANGEBYSCORE', KEYS[3], ARGV[1], ARGV[2])
+local tokens = 0
 for _, seq in ipairs(seqs) do
-  forget(seq)
+  tokens = tokens + forget(seq)
   redis.call('HDEL', KEYS[2], seq)
   redis.call('HDEL', KEYS[6], seq)
   redis.call('ZREM', KEYS[3], seq)
 end
+-- 0 - x, never -x: Lua prints -0 as "-0", which HINCRBY refuses
+redis.call('HINCRBY', KEYS[1], 'msg_total', 0 - #seqs)
+redis.call('HINCRBY', KEYS[1], 'msg_tokens', 0 - tokens)
 return #seqs
 """
 )

@@ -1,10 +1,12 @@
 """Opening a SQLite session store: refusing bad files, creating and migrating the schema.
 
 Version 1 (earlier releases) kept each session as one JSON document in a ``sessions`` table.
-Version 2 keeps each part in its own table. A version-1 file is migrated on open, in one
-transaction: every row is validated (items, turns, messages) and written into the new
-tables, and the old table is renamed ``sessions_v1``; a row that cannot be read stops the
-migration and leaves the file as it was.
+Version 2 keeps each part in its own table. Version 3 adds each message's estimated tokens
+and, in the session's header, its message count and token sum, kept by every write. A
+version-1 file is migrated on open, in one transaction: every row is validated (items,
+turns, messages) and written into the new tables, and the old table is renamed
+``sessions_v1``; a row that cannot be read stops the migration and leaves the file as it
+was. A version-2 file gains the new columns, filled from the stored messages.
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ from contextcore.errors import ConfigError, ContextCoreError
 from contextcore.history import ConversationHistory
 from contextcore.sessions import Session
 
+from ._records import stored_tokens
+
 __all__ = ["SCHEMA_VERSION", "open_checked"]
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _MAGIC = b"SQLite format 3\x00"
 
 _TABLES = """
@@ -39,7 +43,9 @@ CREATE TABLE IF NOT EXISTS session_headers (
     removed TEXT NOT NULL DEFAULT '[]',
     next_message INTEGER NOT NULL DEFAULT 0,
     next_turn INTEGER NOT NULL DEFAULT 0,
-    next_call INTEGER NOT NULL DEFAULT 0
+    next_call INTEGER NOT NULL DEFAULT 0,
+    message_total INTEGER NOT NULL DEFAULT 0,
+    message_tokens INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS session_items (
     session_id TEXT NOT NULL,
@@ -63,6 +69,7 @@ CREATE TABLE IF NOT EXISTS messages (
     seq INTEGER NOT NULL,
     message_id TEXT NOT NULL,
     raw TEXT NOT NULL,
+    tokens INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (session_id, seq),
     UNIQUE (session_id, message_id)
 );
@@ -98,6 +105,12 @@ CREATE TABLE IF NOT EXISTS embeddings (
     PRIMARY KEY (model, hash)
 ) WITHOUT ROWID;
 """
+
+_V3_COLUMNS = (
+    "ALTER TABLE messages ADD COLUMN tokens INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE session_headers ADD COLUMN message_total INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE session_headers ADD COLUMN message_tokens INTEGER NOT NULL DEFAULT 0",
+)
 
 
 def _refused(path: Path, why: str) -> ConfigError:
@@ -223,6 +236,7 @@ def _migrate(db: sqlite3.Connection, path: Path) -> None:
     db.execute("BEGIN IMMEDIATE")
     try:
         tables = _tables(db)
+        version = None
         if "schema_version" in tables:
             row = db.execute("SELECT MAX(version) FROM schema_version").fetchone()
             version = row[0] if row else None
@@ -235,12 +249,16 @@ def _migrate(db: sqlite3.Connection, path: Path) -> None:
             if version == SCHEMA_VERSION:
                 db.execute("COMMIT")
                 return
+        if version == 2:
+            for statement in _V3_COLUMNS:
+                db.execute(statement)
         for statement in _TABLES.split(";"):
             if statement.strip():
                 db.execute(statement)
         if "sessions" in tables:
             _copy_v1(db, path)
             db.execute("ALTER TABLE sessions RENAME TO sessions_v1")
+        _fill_totals(db)
         db.execute("DELETE FROM schema_version")
         db.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
         db.execute("COMMIT")
@@ -248,6 +266,20 @@ def _migrate(db: sqlite3.Connection, path: Path) -> None:
         if db.in_transaction:
             db.execute("ROLLBACK")
         raise
+
+
+def _fill_totals(db: sqlite3.Connection) -> None:
+    """Each message's tokens and each session's message count and token sum, from the
+    stored messages (inside the caller's transaction)."""
+    db.create_function("stored_tokens", 1, stored_tokens, deterministic=True)
+    db.execute("UPDATE messages SET tokens = stored_tokens(raw)")
+    db.execute(
+        "UPDATE session_headers SET "
+        "message_total = (SELECT COUNT(*) FROM messages m "
+        "WHERE m.session_id = session_headers.session_id), "
+        "message_tokens = (SELECT COALESCE(SUM(tokens), 0) FROM messages m "
+        "WHERE m.session_id = session_headers.session_id)"
+    )
 
 
 def _copy_v1(db: sqlite3.Connection, path: Path) -> None:

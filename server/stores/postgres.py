@@ -308,6 +308,7 @@ class PostgresSessionStore:
                 raise DuplicateRecord(f"tool call id {min(used_calls)!r} is already used")
             seqs = tuple(range(first, first + len(messages)))
             self._insert_messages(cur, session_id, seqs, messages)
+            _count(cur, session_id, len(messages), sum(m.tokens for m in messages))
             return seqs
 
     def _insert_messages(
@@ -319,8 +320,12 @@ class PostgresSessionStore:
     ) -> None:
         pairs = list(zip(seqs, messages, strict=True))
         cur.executemany(
-            "INSERT INTO messages VALUES (%s, %s, %s, %s, %s)",
-            [(session_id, s, m.id, _dumps(dict(m.raw)), list(m.call_ids)) for s, m in pairs],
+            "INSERT INTO messages (session_id, seq, message_id, raw, call_ids, tokens) "
+            "VALUES (%s, %s, %s, %s, %s, %s)",
+            [
+                (session_id, s, m.id, _dumps(dict(m.raw)), list(m.call_ids), m.tokens)
+                for s, m in pairs
+            ],
         )
         cur.executemany(
             "INSERT INTO message_calls VALUES (%s, %s, %s)",
@@ -332,15 +337,26 @@ class PostgresSessionStore:
     ) -> list[MessageRecord]:
         with self._tx() as cur:
             cur.execute(
-                "SELECT seq, message_id, raw, call_ids FROM messages WHERE session_id = %s "
-                "AND seq >= %s AND seq < %s ORDER BY seq",
+                "SELECT seq, message_id, raw, call_ids, tokens FROM messages "
+                "WHERE session_id = %s AND seq >= %s AND seq < %s ORDER BY seq",
                 (session_id, start, 2**62 if end is None else end),
             )
             rows = cur.fetchall()
-        return [MessageRecord(i, json.loads(raw), tuple(c), int(s)) for s, i, raw, c in rows]
+        return [
+            MessageRecord(i, json.loads(raw), tuple(c), int(s), int(t)) for s, i, raw, c, t in rows
+        ]
 
     def message_count(self, session_id: str) -> int:
         return self._counter(session_id, "next_message")
+
+    def message_totals(self, session_id: str) -> tuple[int, int]:
+        with self._tx() as cur:
+            cur.execute(
+                "SELECT message_total, message_tokens FROM sessions WHERE session_id = %s",
+                (session_id,),
+            )
+            row = cur.fetchone()
+        return (int(row[0]), int(row[1])) if row else (0, 0)
 
     def used_ids(
         self, session_id: str, message_ids: Iterable[str], call_ids: Iterable[str]
@@ -353,12 +369,14 @@ class PostgresSessionStore:
             self._lock(cur, session_id)
             seqs = [m.seq for m in messages]
             cur.execute(
-                "SELECT seq FROM messages WHERE session_id = %s AND seq = ANY(%s)",
+                "SELECT seq, tokens FROM messages WHERE session_id = %s AND seq = ANY(%s)",
                 (session_id, seqs),
             )
-            missing = set(seqs) - {int(r[0]) for r in cur.fetchall()}
+            old = {int(r[0]): int(r[1]) for r in cur.fetchall()}
+            missing = set(seqs) - set(old)
             if missing:
                 raise StoreError(f"no stored message with seq {min(missing)!r} to replace")
+            _count(cur, session_id, 0, sum(m.tokens for m in messages) - sum(old.values()))
             cur.execute(
                 "DELETE FROM messages WHERE session_id = %s AND seq = ANY(%s)", (session_id, seqs)
             )
@@ -373,10 +391,13 @@ class PostgresSessionStore:
         with self._tx() as cur:
             self._lock(cur, session_id)
             cur.execute(
-                "DELETE FROM messages WHERE session_id = %s AND seq >= %s AND seq < %s",
+                "DELETE FROM messages WHERE session_id = %s AND seq >= %s AND seq < %s "
+                "RETURNING tokens",
                 (session_id, start, stop),
             )
-            count = cur.rowcount
+            gone = [int(r[0]) for r in cur.fetchall()]
+            count = len(gone)
+            _count(cur, session_id, -count, -sum(gone))
             cur.execute(
                 "DELETE FROM message_calls WHERE session_id = %s AND seq >= %s AND seq < %s",
                 (session_id, start, stop),
@@ -524,6 +545,15 @@ class PostgresSessionStore:
     def close(self) -> None:
         """Close every pooled connection."""
         self._pool.close()
+
+
+def _count(cur: psycopg.Cursor[Any], session_id: str, messages: int, tokens: int) -> None:
+    """Move the session's message count and token sum (inside the open transaction)."""
+    cur.execute(
+        "UPDATE sessions SET message_total = message_total + %s, "
+        "message_tokens = message_tokens + %s WHERE session_id = %s",
+        (messages, tokens, session_id),
+    )
 
 
 def _one(cur: psycopg.Cursor[Any]) -> int:

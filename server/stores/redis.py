@@ -16,12 +16,12 @@ Keys (prefix ``cb:``; a session's keys share the hash tag ``{session_id}``)::
 
     cb:version                       schema version of this layout
     cb:sessions, cb:session_ord      zset of session ids by creation order, and its counter
-    cb:s:{id}:h                      hash: meta (JSON), next_msg
+    cb:s:{id}:h                      hash: meta (JSON), next_msg, msg_total, msg_tokens
     cb:s:{id}:items / :item          list of ref keys in order / hash ref key -> item JSON
     cb:s:{id}:removed                list of ref keys removed by hand
     cb:s:{id}:turns / :turnidx       list of turn JSON / hash request id -> seq
     cb:s:{id}:msg / :msgseq          hash seq -> message JSON / zset of seqs
-    cb:s:{id}:msgmeta                hash seq -> [message id, tool call ids]
+    cb:s:{id}:msgmeta                hash seq -> [message id, tool call ids, tokens]
     cb:s:{id}:msgids / :callids      hash message id -> seq / hash tool call id -> seq
     cb:s:{id}:parts                  hash "history" / "snapshot" -> JSON
     cb:s:{id}:calls / :usage         list of call JSON / list of usage event seqs
@@ -51,6 +51,7 @@ from contextcore.store import (
     UnknownSession,
 )
 
+from ._records import stored_tokens
 from ._redis_scripts import SCRIPTS
 from ._urls import describe_url, scrub
 
@@ -58,7 +59,7 @@ __all__ = ["SCHEMA_VERSION", "RedisSessionStore"]
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: message counts and token sums kept per session (see _count_v1)
 _P = "cb:"
 
 
@@ -156,6 +157,28 @@ class RedisSessionStore:
                 f"than this broker's {SCHEMA_VERSION}; upgrade the broker or use another "
                 "database"
             )
+        if found == 1:
+            log.info("session store %s: migrating to layout version 2", self.where)
+            for session_id in self.list_session_ids():
+                self._count_v1(session_id)
+            self._r.set(_P + "version", SCHEMA_VERSION)
+
+    def _count_v1(self, session_id: str) -> None:
+        """Give a session of layout 1 its message count and token sum, and each message's
+        tokens in its id record (retried if a writer touches the session meanwhile)."""
+        k = _Keys(session_id)
+
+        def attempt(pipe: redis.client.Pipeline) -> None:
+            rows = pipe.hgetall(k.msg)
+            metas = pipe.hgetall(k.msgmeta)
+            tokens = {seq: stored_tokens(row, "raw") for seq, row in rows.items()}
+            pipe.multi()
+            pipe.hset(k.h, mapping={"msg_total": len(rows), "msg_tokens": sum(tokens.values())})
+            for seq, meta in metas.items():
+                message_id, call_ids = json.loads(meta)[:2]
+                pipe.hset(k.msgmeta, seq, _dumps([message_id, call_ids, tokens.get(seq, 0)]))
+
+        self._r.transaction(attempt, k.h, k.msg, k.msgmeta)
 
     def _check_durability(self) -> None:
         try:
@@ -289,7 +312,7 @@ class RedisSessionStore:
         _no_repeats([m.id for m in messages], "message id")
         _no_repeats([c for m in messages for c in m.call_ids], "tool call id")
         k = _Keys(session_id)
-        batch = _dumps([[m.id, _message_json(m), list(m.call_ids)] for m in messages])
+        batch = _dumps([[m.id, _message_json(m), list(m.call_ids), m.tokens] for m in messages])
         keys = [k.h, k.msg, k.msgseq, k.msgids, k.callids, k.msgmeta]
         found = self._run("append_messages", keys, [batch])
         if found is None:
@@ -311,6 +334,11 @@ class RedisSessionStore:
             out.append(MessageRecord(m["id"], m["raw"], tuple(m["call_ids"]), int(seq)))
         return out
 
+    def message_totals(self, session_id: str) -> tuple[int, int]:
+        with self._guard():
+            total, tokens = self._r.hmget(_Keys(session_id).h, ["msg_total", "msg_tokens"])
+        return (int(total or 0), int(tokens or 0))
+
     def message_count(self, session_id: str) -> int:
         with self._guard():
             found = self._r.hget(_Keys(session_id).h, "next_msg")
@@ -331,7 +359,9 @@ class RedisSessionStore:
 
     def replace_messages(self, session_id: str, messages: Sequence[MessageRecord]) -> None:
         k = _Keys(session_id)
-        batch = _dumps([[m.id, _message_json(m), list(m.call_ids), m.seq] for m in messages])
+        batch = _dumps(
+            [[m.id, _message_json(m), list(m.call_ids), m.seq, m.tokens] for m in messages]
+        )
         keys = [k.h, k.msg, k.msgseq, k.msgids, k.callids, k.msgmeta]
         found = self._run("replace_messages", keys, [batch])
         if found is None:

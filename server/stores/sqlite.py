@@ -305,19 +305,21 @@ class SqliteSessionStore:
     def append_messages(
         self, session_id: str, messages: Sequence[MessageRecord]
     ) -> tuple[int, ...]:
-        rows = [(m.id, _dumps(dict(m.raw)), m.call_ids) for m in messages]
+        rows = [(m.id, _dumps(dict(m.raw)), m.call_ids, m.tokens) for m in messages]
         with self._write() as db:
             first = self._next(db, session_id, "next_message", len(rows))
             seqs = tuple(range(first, first + len(rows)))
-            for seq, (message_id, raw, call_ids) in zip(seqs, rows, strict=True):
+            for seq, (message_id, raw, call_ids, tokens) in zip(seqs, rows, strict=True):
                 db.execute(
-                    "INSERT INTO messages (session_id, seq, message_id, raw) VALUES (?, ?, ?, ?)",
-                    (session_id, seq, message_id, raw),
+                    "INSERT INTO messages (session_id, seq, message_id, raw, tokens) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (session_id, seq, message_id, raw, tokens),
                 )
                 db.executemany(
                     "INSERT INTO message_calls (session_id, call_id, seq) VALUES (?, ?, ?)",
                     [(session_id, c, seq) for c in call_ids],
                 )
+            _count(db, session_id, len(rows), sum(r[3] for r in rows))
         return seqs
 
     def messages(
@@ -325,8 +327,8 @@ class SqliteSessionStore:
     ) -> list[MessageRecord]:
         with self._read() as db:
             rows = db.execute(
-                "SELECT seq, message_id, raw FROM messages WHERE session_id = ? AND seq >= ? "
-                "AND seq < ? ORDER BY seq",
+                "SELECT seq, message_id, raw, tokens FROM messages WHERE session_id = ? "
+                "AND seq >= ? AND seq < ? ORDER BY seq",
                 (session_id, start, 2**62 if end is None else end),
             ).fetchall()
             calls: dict[int, list[str]] = {}
@@ -338,8 +340,8 @@ class SqliteSessionStore:
                 ):
                     calls.setdefault(seq, []).append(call_id)
         return [
-            MessageRecord(mid, json.loads(raw), tuple(calls.get(seq, ())), seq)
-            for seq, mid, raw in rows
+            MessageRecord(mid, json.loads(raw), tuple(calls.get(seq, ())), seq, tokens)
+            for seq, mid, raw, tokens in rows
         ]
 
     def message_count(self, session_id: str) -> int:
@@ -348,6 +350,14 @@ class SqliteSessionStore:
                 "SELECT next_message FROM session_headers WHERE session_id = ?", (session_id,)
             ).fetchone()
         return int(row[0]) if row else 0
+
+    def message_totals(self, session_id: str) -> tuple[int, int]:
+        with self._read() as db:
+            row = db.execute(
+                "SELECT message_total, message_tokens FROM session_headers WHERE session_id = ?",
+                (session_id,),
+            ).fetchone()
+        return (int(row[0]), int(row[1])) if row else (0, 0)
 
     def used_ids(
         self, session_id: str, message_ids: Iterable[str], call_ids: Iterable[str]
@@ -378,12 +388,18 @@ class SqliteSessionStore:
         with self._write() as db:
             self._require(db, session_id)
             for m in messages:
-                done = db.execute(
-                    "UPDATE messages SET message_id = ?, raw = ? WHERE session_id = ? AND seq = ?",
-                    (m.id, _dumps(dict(m.raw)), session_id, m.seq),
-                ).rowcount
-                if not done:
+                old = db.execute(
+                    "SELECT tokens FROM messages WHERE session_id = ? AND seq = ?",
+                    (session_id, m.seq),
+                ).fetchone()
+                if old is None:
                     raise StoreError(f"no stored message with seq {m.seq!r} to replace")
+                db.execute(
+                    "UPDATE messages SET message_id = ?, raw = ?, tokens = ? "
+                    "WHERE session_id = ? AND seq = ?",
+                    (m.id, _dumps(dict(m.raw)), m.tokens, session_id, m.seq),
+                )
+                _count(db, session_id, 0, m.tokens - old[0])
                 db.execute(
                     "DELETE FROM message_calls WHERE session_id = ? AND seq = ?",
                     (session_id, m.seq),
@@ -398,10 +414,14 @@ class SqliteSessionStore:
         with self._write() as db:
             self._require(db, session_id)
             where = "WHERE session_id = ? AND seq >= ? AND seq < ?"
+            count, tokens = db.execute(
+                f"SELECT COUNT(*), COALESCE(SUM(tokens), 0) FROM messages {where}",
+                (session_id, start, stop),
+            ).fetchone()
             db.execute(f"DELETE FROM message_calls {where}", (session_id, start, stop))
-            return int(
-                db.execute(f"DELETE FROM messages {where}", (session_id, start, stop)).rowcount
-            )
+            db.execute(f"DELETE FROM messages {where}", (session_id, start, stop))
+            _count(db, session_id, -count, -tokens)
+            return int(count)
 
     # -- small JSON parts ---------------------------------------------------------------
 
@@ -527,6 +547,15 @@ class SqliteSessionStore:
 def _identity(path: Path) -> tuple[int, int]:
     st = os.stat(path)
     return st.st_dev, st.st_ino
+
+
+def _count(db: sqlite3.Connection, session_id: str, messages: int, tokens: int) -> None:
+    """Move the session's message count and token sum (inside the open transaction)."""
+    db.execute(
+        "UPDATE session_headers SET message_total = message_total + ?, "
+        "message_tokens = message_tokens + ? WHERE session_id = ?",
+        (messages, tokens, session_id),
+    )
 
 
 def _chunks(values: list[str], size: int = 500) -> Iterator[list[str]]:
