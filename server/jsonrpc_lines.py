@@ -14,12 +14,15 @@ half, becomes U+FFFD), or into a :class:`Rejected` that says how to answer:
 - ``-32600`` invalid request: ``jsonrpc`` not ``"2.0"``, ``method`` missing or not a string;
 - ``-32602`` invalid params: ``params`` not an object.
 
-A rejection is answered only when the line's ``id`` can be read and is an integer or a
-string, and the line is not a response; otherwise it is logged and skipped. A line whose id
-cannot be read could as well have been a notification, which must never be answered, and
-hosts match answers by id, so no ``"id": null`` answer is sent. A batch (a JSON array) is the
-exception: batches are not part of the protocol since 2025-06-18, and its sender waits for an
-answer it cannot match by id, so it gets the one HTTP gives, ``-32600`` under ``"id": null``.
+A rejection is answered under the line's ``id`` when it can be read and is an integer or a
+string. A response is never answered, nor is a notification: a line that is JSON without an
+``id``, or one whose top-level object can be read to its end without finding one. A parse
+error whose id cannot be read (the line breaks off, or a broken string swallows the rest) is
+answered under ``"id": null``, as JSON-RPC 2.0 requires: its sender may be waiting, and a
+host ignores an answer it cannot match. A JSON value that is a request with an unusable id
+(``null``, a fraction, a bool, an object) is logged and skipped. A batch (a JSON array) gets
+the answer HTTP gives, ``-32600`` under ``"id": null``: batches are not part of the protocol
+since 2025-06-18, and its sender waits for an answer it cannot match by id.
 """
 
 from __future__ import annotations
@@ -137,6 +140,13 @@ def top_level_id(line: bytes) -> tuple[object, frozenset[bytes]]:
     """The ``id`` member of the top-level object in ``line`` (or :data:`NO_ID`) and the raw
     top-level keys seen, read token by token without parsing the values, so it works on lines
     that are too deep, cut short or otherwise broken after the id."""
+    found, keys, _complete = _scan_top_level(line)
+    return found, keys
+
+
+def _scan_top_level(line: bytes) -> tuple[object, frozenset[bytes], bool]:
+    """:func:`top_level_id`, and whether the scan reached the end of the top-level object
+    (so a missing ``id`` is known to be missing, not lost in a broken line)."""
     depth, key, colon = 0, b"", False
     keys: set[bytes] = set()
     found: object = NO_ID
@@ -149,7 +159,7 @@ def top_level_id(line: bytes) -> tuple[object, frozenset[bytes]]:
         elif closing is not None:
             depth -= 1
             if depth <= 0:
-                break
+                return found, frozenset(keys), depth == 0
         elif depth != 1:
             continue
         elif punct is not None:
@@ -162,7 +172,7 @@ def top_level_id(line: bytes) -> tuple[object, frozenset[bytes]]:
         else:
             key = string or b""
             keys.add(key)
-    return found, frozenset(keys)
+    return found, frozenset(keys), False
 
 
 def _scalar(token: bytes | None) -> object:
@@ -218,10 +228,16 @@ def _constant(text: str) -> float:
 
 
 def _rejected_raw(line: bytes, code: int, message: str) -> Rejected:
-    request_id, keys = top_level_id(line)
-    is_response = b'"method"' not in keys and bool(keys & {b'"result"', b'"error"'})
-    answerable = usable_id(request_id) and not is_response
-    return Rejected(request_id if answerable else None, code, message)  # type: ignore[arg-type]
+    """A line that is not JSON: answered under its id when one can be read, skipped when it
+    is a response or a whole object without an ``id`` (a notification), and otherwise
+    answered under ``"id": null``, as JSON-RPC 2.0 says for an id that cannot be detected."""
+    request_id, keys, complete = _scan_top_level(line)
+    if b'"method"' not in keys and keys & {b'"result"', b'"error"'}:
+        return Rejected(None, code, message)
+    if usable_id(request_id):
+        return Rejected(request_id, code, message)  # type: ignore[arg-type]
+    notification = complete and b'"id"' not in keys
+    return Rejected(None, code, message, null_id=not notification)
 
 
 def _check_object(data: object) -> types.JSONRPCMessage | Rejected:

@@ -58,15 +58,16 @@ class Host:
         check_answer_line(line)
         return json.loads(line)  # type: ignore[no-any-return]
 
-    async def answer(self, request_id: int | str) -> dict[str, Any]:
-        """The answer to ``request_id`` (ids compared with their JSON type), bounded."""
+    async def answer(self, request_id: int | str | None) -> dict[str, Any]:
+        """The answer to ``request_id`` (ids compared with their JSON type; None: an answer
+        under ``"id": null``), bounded."""
         for i, message in enumerate(self.unclaimed):
-            if _same_id(message.get("id"), request_id):
+            if _same_id(message.get("id", ...), request_id):
                 return self.unclaimed.pop(i)
         with anyio.fail_after(ANSWER_WITHIN):
             while True:
                 message = await self._next()
-                if _same_id(message.get("id"), request_id):
+                if _same_id(message.get("id", ...), request_id):
                     return message
                 self.unclaimed.append(message)
 
@@ -84,7 +85,7 @@ class Host:
         assert answer.get("result") == {}, answer
 
 
-def _same_id(got: object, want: int | str) -> bool:
+def _same_id(got: object, want: int | str | None) -> bool:
     return got == want and type(got) is type(want)
 
 
@@ -269,17 +270,38 @@ async def test_a_malformed_request_with_an_id_gets_its_json_rpc_error(
         '{"jsonrpc": "2.0", "id": true, "method": "tools/list"}',
         '{"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"}',
         '{"jsonrpc": "2.0", "method": "ping", "params": {"x": ' + "7" * 5000 + "}}",
-        "\udcff garbage \x00",
-        "[1, 2, 3]",
+        '{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": NaN}',
     ],
-    ids=["null", "fraction", "bool", "object", "no id", "garbage", "array"],
+    ids=["null", "fraction", "bool", "object", "notification", "broken notification"],
 )
 async def test_a_line_without_a_usable_id_is_skipped_and_the_broker_goes_on(
     time_host: Host, line: str
 ) -> None:
+    before = len(time_host.unclaimed)
     await time_host.send_raw(line.encode("utf-8", "surrogateescape"))
     await time_host.assert_alive()
-    assert not [message for message in time_host.unclaimed if "id" in message]
+    assert not [message for message in time_host.unclaimed[before:] if "id" in message]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"jsonrpc": "2.0", "method": "\\", "id": 7300000001}',
+        '{"jsonrpc": "2.0", "params": {"x": "\\"}, "id": "wire-x", "method": "ping"}',
+        "\udcff garbage \x00",
+        '{"jsonrpc": "2.0", "method": "ping", "id": ',
+        '{"jsonrpc": "2.0", "id": 1.5, "method": "ping", "params": NaN}',
+    ],
+    ids=["method swallows the id", "param swallows the id", "garbage", "id cut", "bad id"],
+)
+async def test_a_parse_error_whose_id_cannot_be_read_is_answered_under_id_null(
+    time_host: Host, line: str
+) -> None:
+    time_host.unclaimed = [m for m in time_host.unclaimed if m.get("id", 0) is not None]
+    await time_host.send_raw(line.encode("utf-8", "surrogateescape"))
+    answer = await time_host.answer(None)
+    assert answer["error"]["code"] == PARSE_ERROR, answer
+    await time_host.assert_alive()
 
 
 HOSTILE = settings(

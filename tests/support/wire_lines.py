@@ -29,9 +29,12 @@ _METHODS = st.sampled_from(
      "prompts/get", "completion/complete", "logging/setLevel", "initialize", "nope/never",
      "notifications/initialized"]
 )  # fmt: skip
+# Each is one whole token (a string is closed, brackets are balanced), so a line built from
+# them keeps its "id" member readable however broken its values are; a string that swallows
+# the rest of the line is a case of its own (the answer then goes to "id": null).
 _HOSTILE_TEXT = st.sampled_from(
     ['"\\ud83d"', '"cut emoji \\ud83d"', '"\\udfff\\ud800"', '"a\x00b"', '"\x01\x1f"',
-     "7" * 4301, "-" + "9" * 5000, "1e99999", "NaN", "Infinity", '"\\u0000"', '"\\"',
+     "7" * 4301, "-" + "9" * 5000, "1e99999", "NaN", "Infinity", '"\\u0000"', '"\\\\"',
      '"' + "x" * 100_000 + '"', '"\u202e\u200b\ufeff"']
 )  # fmt: skip
 
