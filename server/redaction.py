@@ -19,8 +19,13 @@ MASK = "***"
 _MIN_SECRET_CHARS = 3  # masking every "1" or "on" would garble the text around it
 # Names of query parameters and key=value keys whose values are credentials; the user name
 # is not shown either, but it is no secret to mask in other text.
+# A whole word of the name counts ("api_key", "X-Auth-Token"), so "keyword" or "passfile" do
+# not, and a common value such as "true" is not masked all over the output.
 _SENSITIVE = re.compile(
-    r"pass|secret|token|key|auth|credential|session|signature|^sig$|^code$", re.IGNORECASE
+    r"(?:^|[_\-.])(?:api[_\-]?key|apikey|key|token|secret|pass|password|passwd|pwd|auth"
+    r"|authorization|credentials?|sig|signature|session|session[_\-]?id|code)(?:$|[_\-.])"
+    r"|^sslpassword$",
+    re.IGNORECASE,
 )
 _HIDDEN = re.compile(_SENSITIVE.pattern + r"|^user$", re.IGNORECASE)
 # libpq: key = value, the value bare or single-quoted with backslash escapes.
