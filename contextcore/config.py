@@ -73,6 +73,9 @@ class SearchConfig(ConfigModel):
     max_context_tokens: int = Field(4000, ge=100)
     lexical_weight: float = Field(0.15, ge=0.0)
     max_query_chars: int = Field(100_000, ge=1)
+    part_share: float = Field(0.5, ge=0.0, le=1.0)
+    feedback: float = Field(0.5, ge=0.0, le=1.0)
+    query_adapter: bool = True
     threads: int | None = Field(None, ge=1)
 
 

@@ -82,10 +82,16 @@ def schema_text(schema: object) -> str:
     return json.dumps(schema, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
 
 
-def _mode(row: RequestItem) -> str:
+def _mode(row: RequestItem, intents: Sequence[str] = ()) -> str:
     if row.similarity_score is None:
         return row.include_mode
-    return f"{row.include_mode}, score {row.similarity_score:.2f}"
+    why = f"{row.include_mode}, score {row.similarity_score:.2f}"
+    if row.intent is not None:
+        step = intents.index(row.intent) + 1 if row.intent in intents else None
+        why += f", step {step}" if step is not None else f", for {row.intent!r}"
+    if row.via == "search":
+        why += ", found by a later search"
+    return why
 
 
 def item_heading(ref: ItemRef, item: ContextItem | None, directory: ToolDirectory) -> str:
@@ -125,18 +131,23 @@ def _header(context: RequestContext) -> list[str]:
         f"Request {context.request_id} · {summary_line(context.items)}"
         + (f" · preset {preset}" if preset else ""),
     ]
+    if context.intents:
+        steps = "; ".join(f"{n}. {step}" for n, step in enumerate(context.intents, 1))
+        lines.append(f"Plan searched: {steps}")
     if not context.items:
         lines.append("No rules, references or tools were selected for this message.")
     return lines
 
 
-def _name_line(row: RequestItem, item: ContextItem | None, directory: ToolDirectory) -> str:
-    return f"- {item_heading(row.ref, item, directory)} — {_mode(row)}"
+def _name_line(
+    row: RequestItem, item: ContextItem | None, directory: ToolDirectory, intents: Sequence[str]
+) -> str:
+    return f"- {item_heading(row.ref, item, directory)} — {_mode(row, intents)}"
 
 
-def _omitted_line(row: RequestItem, tokens: int) -> str:
+def _omitted_line(row: RequestItem, tokens: int, intents: Sequence[str]) -> str:
     return (
-        f"- {row.ref.key} ({_mode(row)}, about {tokens:,} tokens): "
+        f"- {row.ref.key} ({_mode(row, intents)}, about {tokens:,} tokens): "
         f'get_context_items(keys=["{row.ref.key}"])'
     )
 
@@ -163,12 +174,13 @@ def render_context(
     blocks: list[tuple[RequestItem, str, int]] = []
     for row in ordered:
         item = lookup(row.ref)
+        mode = _mode(row, context.intents)
         if row.ref.type == "tool" and directory.listed(row.ref):
-            listed.append(f"`{directory.exposed_name(row.ref)}` ({_mode(row)})")
+            listed.append(f"`{directory.exposed_name(row.ref)}` ({mode})")
         elif detail == "names":
-            blocks.append((row, _name_line(row, item, directory), 0))
+            blocks.append((row, _name_line(row, item, directory, context.intents), 0))
         else:
-            block = item_block(row.ref, item, directory, _mode(row))
+            block = item_block(row.ref, item, directory, mode)
             blocks.append((row, block, estimate_tokens(block) + 1))
     budget = max_tokens - estimate_tokens("\n".join(fixed + warnings + listed)) - 60
     kept: list[tuple[RequestItem, str, int]] = []
@@ -181,7 +193,7 @@ def render_context(
             kept.append((row, block, cost))
             budget -= cost
     while True:
-        text = _assemble(fixed, kept, listed, omitted, warnings, max_tokens)
+        text = _assemble(fixed, kept, listed, omitted, warnings, max_tokens, context.intents)
         if estimate_tokens(text) <= max_tokens or not any(cost for _, _, cost in kept):
             break
         row, _, cost = next(entry for entry in reversed(kept) if entry[2])
@@ -197,6 +209,7 @@ def _assemble(
     omitted: Sequence[tuple[RequestItem, int]],
     warnings: Sequence[str],
     max_tokens: int,
+    intents: Sequence[str],
 ) -> str:
     parts = ["\n".join(fixed)]
     for kind, title in _TITLES:
@@ -210,7 +223,8 @@ def _assemble(
             parts.append(f"## {title}\n\n" + "\n\n".join(blocks))
     if omitted:
         head = f"## Not included (over the {max_tokens:,}-token budget)"
-        parts.append("\n".join([head, *(_omitted_line(row, n) for row, n in omitted)]))
+        lines = [_omitted_line(row, n, intents) for row, n in omitted]
+        parts.append("\n".join([head, *lines]))
     if warnings:
         parts.append("\n".join(["## Warnings", *warnings]))
     return "\n\n".join(parts)

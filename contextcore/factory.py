@@ -18,6 +18,7 @@ from .embedding_cache import (
 from .items import ContextItem, Reference, Rule
 from .learning import LearningSettings, UsageLearner
 from .loaders import load_catalog_json, load_markdown_dir, load_markdown_file
+from .query_adapter import ADAPTER_MODEL, load_query_adapter
 from .search import SearchEngine, SearchSettings
 from .services.broker import ContextBroker
 from .store import MemorySessionStore, SessionStore
@@ -87,6 +88,9 @@ def search_settings(config: BrokerConfig) -> SearchSettings:
         min_score=s.min_score,
         min_score_tools=s.min_score_tools,
         max_context_tokens=s.max_context_tokens,
+        part_share=s.part_share,
+        feedback=s.feedback,
+        query_adapter=s.query_adapter,
         explicit=frozenset(s.model_fields_set & _PRESET_KEYS),
     )
 
@@ -104,7 +108,10 @@ def build_search(
         cache: EmbeddingCache = StoreEmbeddingCache(store)
     else:
         cache = build_cache(config)
-    return SearchEngine(catalog, embedder, cache=cache, settings=settings)
+    # Loaded even when switched off, so a reload can switch it on; it was trained for
+    # MiniLM's vectors and means nothing to another model's.
+    adapter = load_query_adapter() if config.search.model == ADAPTER_MODEL else None
+    return SearchEngine(catalog, embedder, cache=cache, settings=settings, adapter=adapter)
 
 
 def build_learner(config: BrokerConfig) -> UsageLearner | None:

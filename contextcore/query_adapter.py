@@ -19,9 +19,11 @@ import numpy.typing as npt
 from .embedding import Vectors
 from .errors import ModelError
 
-__all__ = ["SHIPPED_ADAPTER", "QueryAdapter", "load_query_adapter"]
+__all__ = ["ADAPTER_MODEL", "SHIPPED_ADAPTER", "QueryAdapter", "load_query_adapter"]
 
 SHIPPED_ADAPTER = Path(__file__).parent / "data" / "query_adapter.npy"
+ADAPTER_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+"""The embedding model the shipped adapter was trained for."""
 _DTYPES = (np.float16, np.float32)
 
 

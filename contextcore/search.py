@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -28,6 +28,8 @@ from .index import ChunkIndex, IndexStats, Layout
 from .items import IncludeMode, ItemRef, ItemType, parse_item_type
 from .learning import UsageLearner
 from .presets import PresetName
+from .query_adapter import QueryAdapter
+from .query_plan import QueryPlan, check_intents
 
 __all__ = ["MinScore", "SearchEngine", "SearchHit", "SearchMode", "SearchResult", "SearchSettings"]
 
@@ -52,6 +54,13 @@ class SearchSettings:
     min_score: float = 0.25
     min_score_tools: float = 0.22
     max_context_tokens: int = 4000
+    part_share: float = 0.5
+    """Weight of the message's best part next to the whole (0: the whole message only)."""
+    feedback: float = 0.5
+    """How far each query moves toward its best three items before the final scoring
+    (pseudo-relevance feedback; 0 turns it off)."""
+    query_adapter: bool = True
+    """Map query vectors with the engine's query adapter, when it has one."""
     explicit: frozenset[str] = frozenset()
     """The names of the settings above that the config set itself (they override its preset)."""
 
@@ -64,6 +73,15 @@ class SearchHit:
     score: float
     similarity: float | None
     lexical: float
+    intent: int | None = None
+    """The position of the intent that brought this item (None: the message)."""
+    rank: float | None = None
+    """What results are ordered by, when it is not ``score``: the score after
+    pseudo-relevance feedback."""
+
+    @property
+    def order(self) -> float:
+        return self.score if self.rank is None else self.rank
 
     def clears(self, floor: float) -> bool:
         """Whether this hit reaches a relevance floor: its score does, and (when there is a
@@ -101,8 +119,10 @@ class SearchEngine:
         cache: EmbeddingCache | None = None,
         settings: SearchSettings | None = None,
         learner: UsageLearner | None = None,
+        adapter: QueryAdapter | None = None,
     ) -> None:
         self.catalog = catalog
+        self.adapter = adapter  # maps query vectors toward the tools that serve them
         self.learner = learner  # adds what usage taught to the fused score before selection
         self.embedder = embedder
         self.settings = settings or SearchSettings()
@@ -145,8 +165,13 @@ class SearchEngine:
         apply_include_score: bool = True,
         query_vector: Vectors | None = None,
         min_score: MinScore | None = None,
+        intents: Sequence[str] | None = None,
+        plain: bool = False,
     ) -> SearchResult:
-        """Rank enabled items for ``query``; ``modes`` keeps only items of those effective
+        """Rank enabled items for ``query``; ``intents`` are the steps the host plans (each
+        searched, an item scored by its best step); ``plain`` ranks by the message alone
+        with none of the serving levers (parts, feedback, query adapter), for comparison;
+        ``modes`` keeps only items of those effective
         include modes and ``exclude`` leaves out the given items; ``min_score`` (one floor, or
         one per item type) drops items scoring below it.
 
@@ -155,8 +180,11 @@ class SearchEngine:
         ``query_vector`` is the query's embedding when the caller already has it.
         """
         s = self._validated(top_k, top_n, include_score, mode)
+        if plain:
+            s = replace(s, part_share=0.0, feedback=0.0, query_adapter=False)
         if not isinstance(query, str) or not query.strip():
             raise SearchInputError("query must be a non-empty text", field="query")
+        steps = () if plain else check_intents(intents)
         return self.rank(
             query,
             s,
@@ -166,6 +194,7 @@ class SearchEngine:
             apply_include_score=apply_include_score,
             query_vector=query_vector,
             min_score=min_score,
+            intents=steps,
         )
 
     def rank(
@@ -179,13 +208,16 @@ class SearchEngine:
         apply_include_score: bool = True,
         query_vector: Vectors | None = None,
         min_score: MinScore | None = None,
+        intents: Sequence[str] = (),
     ) -> SearchResult:
-        """:meth:`search` for a caller that has checked ``query`` (a non-empty text) and built
-        ``settings`` itself; a query over ``max_query_chars`` is still cut, with a warning."""
+        """:meth:`search` for a caller that has checked ``query`` (a non-empty text) and
+        ``intents`` (see :func:`check_intents`) and built ``settings`` itself; a query over
+        ``max_query_chars`` is still cut, with a warning."""
         query, warnings = _clipped(query, settings.max_query_chars)
+        plan = QueryPlan.of(query, intents, split=settings.part_share > 0)
         with self._lock:
             return self._search(
-                query,
+                plan,
                 settings,
                 warnings,
                 types,
@@ -198,7 +230,7 @@ class SearchEngine:
 
     def _search(
         self,
-        query: str,
+        plan: QueryPlan,
         s: SearchSettings,
         warnings: list[str],
         wanted: set[ItemType] | None,
@@ -220,9 +252,7 @@ class SearchEngine:
         if not layout.refs:
             return SearchResult((), s.mode, tuple(warnings))
         mask = _item_mask(layout, wanted, modes, exclude)
-        hits = self._rank(layout, query, s, mask, apply_include_score, query_vector)
-        if min_score is not None:
-            hits = [h for h in hits if h.clears(_floor(min_score, h.ref.type))]
+        hits = self._rank(layout, plan, s, mask, apply_include_score, query_vector, min_score)
         if requested != s.mode:
             log.warning("search fell back to %s mode: %s", s.mode, why)
         return SearchResult(tuple(hits), s.mode, tuple(warnings))
@@ -253,35 +283,75 @@ class SearchEngine:
     def _rank(
         self,
         layout: Layout,
-        query: str,
+        plan: QueryPlan,
         s: SearchSettings,
         mask: npt.NDArray[np.bool_] | None,
         apply_include_score: bool,
         query_vector: Vectors | None,
+        min_score: MinScore | None,
     ) -> list[SearchHit]:
-        lexical = layout.lexical.scores(query)
-        peak = float(lexical.max()) if lexical.size else 0.0
-        if peak > 0:
-            lexical /= peak
-        dense: npt.NDArray[np.float32] | None = None
-        if s.mode == "lexical":
-            fused = lexical.copy()
-        else:
-            assert self.embedder is not None and layout.matrix is not None
-            if query_vector is None:
-                query_vector = self.embedder.embed([query])[0]
-            dense = layout.matrix @ query_vector
-            fused = dense + s.lexical_weight * lexical if s.mode == "hybrid" else dense.copy()
-        if mask is not None:
-            fused[~mask[layout.owner]] = -np.inf
+        view, order, raw = self._views(layout, plan, s, mask, query_vector)
         pool = None
-        if self.learner is not None and dense is not None and query_vector is not None:
-            pool = self.learner.adjust(query, query_vector, fused, layout)
-        chosen = _top_items(fused, layout.owner, s.top_k, s.top_n, pool)
-        if dense is not None and apply_include_score:
-            chosen = _with_include_score(chosen, dense, fused, layout.owner, s.include_score)
-        hits = [_hit(layout, item, fused, dense, lexical) for item in chosen]
-        return sorted(hits, key=lambda h: -h.score)
+        if self.learner is not None and raw is not None:
+            before = order.fused.copy()
+            pool = self.learner.adjust(plan.message, raw[0], order.fused, layout)
+            if order is not view:  # the lift counts in the score shown too
+                view.fused[:] += order.fused - before
+        chosen = _top_items(order.fused, layout.owner, s.top_k, s.top_n, pool)
+        if view.dense is not None and apply_include_score:
+            chosen = _with_include_score(
+                chosen, view.dense, order.fused, layout.owner, s.include_score
+            )
+        hits = [_hit(layout, item, view, order) for item in chosen]
+        if min_score is not None:
+            hits = [h for h in hits if h.clears(_floor(min_score, h.ref.type))]
+            hits += _uncovered_steps(layout, view, hits, min_score)
+        return sorted(hits, key=lambda h: -h.order)
+
+    def _views(
+        self,
+        layout: Layout,
+        plan: QueryPlan,
+        s: SearchSettings,
+        mask: npt.NDArray[np.bool_] | None,
+        query_vector: Vectors | None,
+    ) -> tuple[_View, _View, Vectors | None]:
+        """The plan's scores as shown and floored, the scores items are ordered by (after
+        feedback; the same view without it), and the plan's vectors before any adapter."""
+        lexical = _lexical_columns(layout, plan.texts)
+        if s.mode == "lexical":
+            view = _combined(plan, _masked(lexical.copy(), mask, layout), None, lexical, s)
+            return view, view, None
+        assert layout.matrix is not None
+        raw = self._plan_vectors(plan, query_vector)
+        vectors = self._adapted(raw, s)
+        dense = layout.matrix @ vectors.T
+        columns = _masked(_fused_columns(dense, lexical, s), mask, layout)
+        view = _combined(plan, columns, dense, lexical, s)
+        if s.feedback <= 0:
+            return view, view, raw
+        # Feedback orders the items; the score shown and floored stays the plan's own, so an
+        # off-topic message (whose best items the feedback pulls closer) still selects nothing.
+        moved = _with_feedback(layout, columns, vectors, s.feedback)
+        order = _combined(
+            plan, _masked(_fused_columns(moved, lexical, s), mask, layout), moved, lexical, s
+        )
+        return view, order, raw
+
+    def _plan_vectors(self, plan: QueryPlan, query_vector: Vectors | None) -> Vectors:
+        """The plan's vectors in one batch (the message's is ``query_vector`` when given)."""
+        assert self.embedder is not None
+        if query_vector is None:
+            return self.embedder.embed(plan.texts)
+        rest = plan.texts[1:]
+        if not rest:
+            return np.asarray(query_vector, dtype=np.float32)[None, :]
+        return np.vstack([query_vector, self.embedder.embed(rest)]).astype(np.float32)
+
+    def _adapted(self, vectors: Vectors, s: SearchSettings) -> Vectors:
+        if self.adapter is None or not s.query_adapter:
+            return vectors
+        return self.adapter.apply(vectors)
 
     def _validated(
         self, top_k: int | None, top_n: int | None, include_score: float | None, mode: str | None
@@ -406,18 +476,176 @@ def _with_include_score(
     return chosen + sorted(extra, key=lambda i: -best[i])
 
 
-def _hit(
-    layout: Layout,
-    item: int,
-    fused: npt.NDArray[np.float32],
-    dense: npt.NDArray[np.float32] | None,
-    lexical: npt.NDArray[np.float32],
-) -> SearchHit:
-    start = int(layout.starts[item])
-    end = int(layout.starts[item + 1]) if item + 1 < len(layout.starts) else fused.size
+Columns = npt.NDArray[np.float32]
+"""One score per chunk (rows) and plan text (columns)."""
+
+
+def _lexical_columns(layout: Layout, texts: list[str]) -> Columns:
+    """BM25 per chunk and text, each text's column scaled to [0, 1] by its best match."""
+    out = np.zeros((len(layout.chunks), len(texts)), dtype=np.float32)
+    for j, text in enumerate(texts):
+        column = layout.lexical.scores(text)
+        peak = float(column.max()) if column.size else 0.0
+        out[:, j] = column / peak if peak > 0 else column
+    return out
+
+
+def _masked(columns: Columns, mask: npt.NDArray[np.bool_] | None, layout: Layout) -> Columns:
+    if mask is not None:
+        columns[~mask[layout.owner]] = -np.inf
+    return columns
+
+
+def _fused_columns(dense: Columns | None, lexical: Columns, s: SearchSettings) -> Columns:
+    if dense is None or s.mode == "lexical":
+        return lexical.copy()
+    if s.mode == "dense":
+        return dense.copy()
+    return dense + s.lexical_weight * lexical
+
+
+def _with_feedback(layout: Layout, columns: Columns, vectors: Vectors, share: float) -> Columns:
+    """Pseudo-relevance feedback: each text's cosines recomputed with its vector moved
+    ``share`` of the way toward the mean of its best three items' best chunks."""
+    assert layout.matrix is not None
+    moved = np.array(vectors, dtype=np.float32, copy=True)
+    for j in range(columns.shape[1]):
+        best = _best_item_chunks(columns[:, j], layout.owner, _FEEDBACK_ITEMS)
+        if not best:
+            continue
+        toward = (1.0 - share) * vectors[j] + share * layout.matrix[best].mean(axis=0)
+        norm = float(np.linalg.norm(toward))
+        if norm > 0:
+            moved[j] = toward / norm
+    return (layout.matrix @ moved.T).astype(np.float32)
+
+
+def _best_item_chunks(
+    column: npt.NDArray[np.float32], owner: npt.NDArray[np.int64], count: int
+) -> list[int]:
+    """The best chunk of each of the ``count`` best items (allowed ones only)."""
+    k = min(column.size, 32 * count)
+    part = np.argpartition(-column, k - 1)[:k] if k < column.size else np.arange(column.size)
+    chosen: list[int] = []
+    seen: set[int] = set()
+    for chunk in part[np.argsort(-column[part], kind="stable")]:
+        if not np.isfinite(column[chunk]) or len(chosen) == count:
+            break
+        if int(owner[chunk]) not in seen:
+            seen.add(int(owner[chunk]))
+            chosen.append(int(chunk))
+    return chosen
+
+
+_FEEDBACK_ITEMS = 3
+
+
+@dataclass(frozen=True)
+class _View:
+    """The plan's columns combined into one score per chunk, and which intent gave it
+    (-1: the message)."""
+
+    fused: npt.NDArray[np.float32]
+    dense: npt.NDArray[np.float32] | None
+    lexical: npt.NDArray[np.float32]
+    source: npt.NDArray[np.int64]
+    columns: Columns
+    dense_columns: Columns | None
+    first_intent: int
+
+
+def _combined(
+    plan: QueryPlan,
+    columns: Columns,
+    dense: Columns | None,
+    lexical: Columns,
+    s: SearchSettings,
+) -> _View:
+    part_share = s.part_share
+    first = 1 + len(plan.parts)
+    rows = np.arange(columns.shape[0])
+    if plan.intents:
+        pick = first + np.argmax(columns[:, first:], axis=1)
+        return _View(
+            columns[rows, pick],
+            dense[rows, pick] if dense is not None else None,
+            lexical[rows, pick],
+            (pick - first).astype(np.int64),
+            columns,
+            dense,
+            first,
+        )
+    source = np.full(columns.shape[0], -1, dtype=np.int64)
+    if not plan.parts:
+        whole_dense = dense[:, 0] if dense is not None else None
+        return _View(columns[:, 0], whole_dense, lexical[:, 0], source, columns, dense, first)
+
+    def mix(values: Columns) -> npt.NDArray[np.float32]:
+        best_part: npt.NDArray[np.float32] = values[:, 1:first].max(axis=1)
+        mixed = (values[:, 0] + part_share * best_part) / (1.0 + part_share)
+        return np.asarray(mixed, dtype=np.float32)
+
+    return _View(
+        mix(columns),
+        mix(dense) if dense is not None else None,
+        mix(lexical),
+        source,
+        columns,
+        dense,
+        first,
+    )
+
+
+def _uncovered_steps(
+    layout: Layout, view: _View, hits: list[SearchHit], min_score: MinScore
+) -> list[SearchHit]:
+    """For each intent none of ``hits`` came from, its best item when that clears the floor
+    under the intent alone: no step with a relevant item is left with nothing."""
+    covered = {h.intent for h in hits} | {None}
+    chosen = {h.ref for h in hits}
+    extra: list[SearchHit] = []
+    for step in range(view.columns.shape[1] - view.first_intent):
+        if step in covered:
+            continue
+        column = view.columns[:, view.first_intent + step]
+        best = _best_item_chunks(column, layout.owner, 1)
+        if not best:
+            continue
+        item = int(layout.owner[best[0]])
+        hit = _step_hit(layout, item, view, step)
+        if hit.ref not in chosen and hit.clears(_floor(min_score, hit.ref.type)):
+            extra.append(hit)
+            chosen.add(hit.ref)
+    return extra
+
+
+def _step_hit(layout: Layout, item: int, view: _View, step: int) -> SearchHit:
+    start, end = _span(layout, item, view.fused.size)
+    col = view.first_intent + step
+    dense = view.dense_columns
     return SearchHit(
         ref=layout.refs[item],
-        score=float(fused[start:end].max()),
-        similarity=float(dense[start:end].max()) if dense is not None else None,
-        lexical=float(lexical[start:end].max()),
+        score=float(view.columns[start:end, col].max()),
+        similarity=float(dense[start:end, col].max()) if dense is not None else None,
+        lexical=float(view.lexical[start:end].max()),
+        intent=step,
+    )
+
+
+def _span(layout: Layout, item: int, size: int) -> tuple[int, int]:
+    start = int(layout.starts[item])
+    return start, int(layout.starts[item + 1]) if item + 1 < len(layout.starts) else size
+
+
+def _hit(layout: Layout, item: int, view: _View, order: _View) -> SearchHit:
+    start, end = _span(layout, item, view.fused.size)
+    best = start + int(np.argmax(order.fused[start:end]))
+    source = int(order.source[best])
+    return SearchHit(
+        ref=layout.refs[item],
+        score=float(view.fused[start:end].max()),
+        similarity=float(view.dense[start:end].max()) if view.dense is not None else None,
+        lexical=float(view.lexical[start:end].max()),
+        intent=None if source < 0 else source,
+        rank=float(order.fused[best]),
     )

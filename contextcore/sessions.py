@@ -71,18 +71,29 @@ class RequestItem:
     ref: ItemRef
     include_mode: IncludeMode
     similarity_score: float | None = None
+    intent: str | None = None
+    """The planned step that brought the item (None: the message itself)."""
+    via: str | None = None
+    """How a later search added it: ``search`` (``search_context_items`` naming the request);
+    None when the request context itself chose it."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             **self.ref.to_dict(),
             "include_mode": self.include_mode,
             "similarity_score": self.similarity_score,
         }
+        if self.intent is not None:
+            out["intent"] = self.intent
+        if self.via is not None:
+            out["via"] = self.via
+        return out
 
     @classmethod
     def from_dict(cls, row: dict[str, Any]) -> RequestItem:
         ref = ItemRef(parse_item_type(row["type"]), row["name"], row.get("server"))
-        return cls(ref, parse_include(row["include_mode"]), row.get("similarity_score"))
+        mode = parse_include(row["include_mode"])
+        return cls(ref, mode, row.get("similarity_score"), row.get("intent"), row.get("via"))
 
 
 @dataclass(frozen=True)
@@ -98,6 +109,14 @@ class RequestContext:
     warnings: tuple[str, ...] = ()
     include_score: float | None = None
     parameters: dict[str, Any] | None = None
+    intents: tuple[str, ...] = ()
+    """The steps the host planned for this request, as it sent them."""
+
+    def with_items(self, found: tuple[RequestItem, ...]) -> RequestContext:
+        """This request context with ``found`` added, except items it already holds."""
+        held = {i.ref for i in self.items}
+        new = tuple(i for i in found if i.ref not in held)
+        return replace(self, items=(*self.items, *new)) if new else self
 
     @property
     def preset(self) -> str | None:
@@ -116,6 +135,7 @@ class RequestContext:
             "warnings": list(self.warnings),
             "include_score": self.include_score,
             "parameters": self.parameters,
+            **({"intents": list(self.intents)} if self.intents else {}),
         }
 
     @classmethod
@@ -130,6 +150,7 @@ class RequestContext:
             warnings=tuple(row.get("warnings", ())),
             include_score=row.get("include_score"),
             parameters=row.get("parameters"),
+            intents=tuple(row.get("intents", ())),
         )
 
 

@@ -50,6 +50,9 @@ _LIVE_SEARCH_KEYS = frozenset(
         "preset",
         "min_score",
         "min_score_tools",
+        "part_share",
+        "feedback",
+        "query_adapter",
     }
 )
 _TEXT_SUFFIXES = (".md", ".mdc")

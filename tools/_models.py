@@ -42,6 +42,8 @@ class RequestItemOut(Out):
     server: str | None
     include_mode: Literal["always", "manual", "agent"]
     similarity_score: float | None
+    intent: str | None = None
+    via: Literal["search"] | None = None
 
     @classmethod
     def of(cls, item: RequestItem) -> RequestItemOut:
@@ -52,6 +54,8 @@ class RequestItemOut(Out):
             server=ref.server,
             include_mode=item.include_mode,
             similarity_score=item.similarity_score,
+            intent=item.intent,
+            via="search" if item.via == "search" else None,
         )
 
 

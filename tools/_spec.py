@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Generic, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
 from contextcore.assembly_model import AssemblyModelSpec
@@ -16,7 +16,7 @@ from contextcore.history import SummarizerChain
 from contextcore.services.broker import ContextBroker
 from contextcore.services.history import HistoryService
 
-__all__ = ["Args", "Out", "ToolContext", "ToolSpec", "UserMessage"]
+__all__ = ["INTENTS_HELP", "Args", "Intents", "Out", "ToolContext", "ToolSpec", "UserMessage"]
 
 
 def _non_blank(text: str) -> str:
@@ -27,6 +27,21 @@ def _non_blank(text: str) -> str:
 
 UserMessage = Annotated[str, AfterValidator(_non_blank)]
 """The user's message as a tool argument: a text with something in it."""
+
+INTENTS_HELP = (
+    "Optional: your plan for this request, as short steps in your own words, before you "
+    "have seen any tool. For a task of several actions, write one step per action (1-6 "
+    "steps), each a plain generic phrase of what to do, without guessing tool names: "
+    "e.g. for 'make a PDF report of this week's trends with a word cloud': ['search the "
+    "web for this week's trending topics', 'draw a word cloud from text', 'write a "
+    "document', 'convert a document to PDF']. Each step is searched on its own, so every "
+    "step finds its tools. Leave it out for a single simple action."
+)
+Intents = Annotated[
+    list[Annotated[str, Field(max_length=500)]] | None,
+    Field(max_length=12, description=INTENTS_HELP),
+]
+"""The steps a host's model plans for a request, as a tool argument."""
 
 
 class Args(BaseModel):

@@ -12,7 +12,7 @@ from contextcore.items import ContextItem, ItemRef, Tool
 from contextcore.services.broker import ContextBroker
 
 from ._models import ItemType, item_line
-from ._spec import Args, Out, ToolContext, ToolSpec
+from ._spec import Args, Intents, Out, ToolContext, ToolSpec
 
 __all__ = ["GET_CONTEXT_ITEMS", "LIST_CATALOG", "SEARCH_CONTEXT_ITEMS"]
 
@@ -23,6 +23,15 @@ _TYPES = Field(None, description="Only these item types (default: all).")
 
 class SearchArgs(Args):
     query: str = Field(description="What to look for.")
+    intents: Intents = None
+    session_id: str | None = Field(
+        None, description="With request_id: the session of the request this search is for."
+    )
+    request_id: str | None = Field(
+        None,
+        description="A request id from build_request_context: what this search finds is "
+        "added to that request's record, so it shows every item you were shown for it.",
+    )
     types: list[ItemType] | None = _TYPES
     top_k: int | None = Field(None, ge=1, description="Chunk matches considered.")
     top_n: int | None = Field(None, ge=1, description="Items returned at most.")
@@ -60,6 +69,7 @@ class SearchHitOut(Out):
     name: str
     server: str | None
     similarity_score: float
+    intent: str | None = None
     definition: ItemDefinitionOut | None = None
 
 
@@ -121,8 +131,18 @@ def definition(item: ContextItem, directory: ToolDirectory) -> ItemDefinitionOut
 
 def _search(ctx: ToolContext, args: SearchArgs) -> SearchOut:
     broker = ctx.broker
-    result = broker.search.search(
+    if (args.session_id is None) != (args.request_id is None):
+        raise CatalogError(
+            "session_id and request_id go together: name both to add what this search finds "
+            "to that request's record, or neither",
+            field="request_id" if args.request_id is None else "session_id",
+        )
+    request = None if args.session_id is None else (args.session_id, args.request_id or "")
+    intents = tuple(args.intents or ())
+    result = broker.search_items(
         args.query,
+        intents=intents,
+        request=request,
         types=args.types,
         top_k=args.top_k,
         top_n=args.top_n,
@@ -134,6 +154,7 @@ def _search(ctx: ToolContext, args: SearchArgs) -> SearchOut:
     for h in result.hits:
         item = broker.lookup(h.ref)
         score = round(h.similarity_score, 4)
+        intent = intents[h.intent] if h.intent is not None else None
         full = args.detail == "full" and item is not None
         hits.append(
             SearchHitOut(
@@ -142,13 +163,15 @@ def _search(ctx: ToolContext, args: SearchArgs) -> SearchOut:
                 name=h.ref.name,
                 server=h.ref.server,
                 similarity_score=score,
+                intent=intent,
                 definition=definition(item, ctx.tools) if full and item else None,
             )
         )
+        why = f"{score:.2f}" + (f", step {h.intent + 1}" if h.intent is not None else "")
         if full:
-            lines.append(item_block(h.ref, item, ctx.tools, f"{h.ref.key}, score {score:.2f}"))
+            lines.append(item_block(h.ref, item, ctx.tools, f"{h.ref.key}, score {why}"))
         else:
-            lines.append(f"- {h.ref.key} ({score:.2f})")
+            lines.append(f"- {h.ref.key} ({why})")
     if args.detail == "names" and result.hits:
         lines.append("Full definitions: get_context_items(keys=[...]) or detail='full'.")
     lines += [f"warning: {w}" for w in result.warnings]
@@ -233,7 +256,9 @@ SEARCH_CONTEXT_ITEMS = ToolSpec(
     "search_context_items",
     "Search the catalog's enabled rules, references and tools by meaning and keywords; "
     "returns the best items, best first, with their score, the search mode used and warnings. "
-    "detail='full' adds descriptions, rule and reference texts and tools' input schemas.",
+    "detail='full' adds descriptions, rule and reference texts and tools' input schemas. "
+    "For several actions pass `intents` (one short step per action, plain words); with "
+    "session_id and request_id what it finds is added to that request's record.",
     SearchArgs,
     SearchOut,
     _search,

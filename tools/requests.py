@@ -12,8 +12,9 @@ from contextcore.render import summary_line
 from contextcore.services.broker import ContextBroker
 from contextcore.sessions import RequestContext
 
+from ._damage import SKIPPED_FIELD, skipped, skipped_lines
 from ._models import RequestItemOut, request_items
-from ._spec import Args, Out, ToolContext, ToolSpec, UserMessage
+from ._spec import Args, Intents, Out, ToolContext, ToolSpec, UserMessage
 
 __all__ = ["BUILD_REQUEST_CONTEXT", "GET_REQUEST_CONTEXT", "LIST_TURNS"]
 
@@ -25,6 +26,7 @@ class BuildArgs(Args):
     message: UserMessage = Field(
         description="The user's message; agent items are searched with it."
     )
+    intents: Intents = None
     top_k: int | None = Field(None, ge=1, description="Chunk matches considered.")
     top_n: int | None = Field(None, ge=1, description="Agent items returned at most.")
     include_score: float | None = Field(
@@ -67,6 +69,7 @@ class RequestContextOut(Out):
     warnings: list[str]
     preset: str | None
     parameters: dict[str, float | int | str] | None
+    intents: list[str]
     text: str
     text_tokens: int
     omitted: list[str]
@@ -103,6 +106,7 @@ class TurnOut(Out):
 class TurnsOut(Out):
     session_id: str
     turns: list[TurnOut]
+    skipped_records: list[str] = SKIPPED_FIELD
 
 
 def _fields(
@@ -121,6 +125,7 @@ def _fields(
         "warnings": list(context.warnings),
         "preset": context.preset,
         "parameters": context.parameters,
+        "intents": list(context.intents),
         "text": rendered.text,
         "text_tokens": rendered.tokens,
         "omitted": [row.ref.key for row in rendered.omitted],
@@ -141,6 +146,7 @@ def _build(ctx: ToolContext, args: BuildArgs) -> RequestContextOut:
         preset=args.preset,
         min_score=args.min_score,
         min_score_tools=args.min_score_tools,
+        intents=args.intents,
     )
     messages = _messages(ctx.broker, context) if args.include_messages else None
     fields = _fields(ctx, context, args.detail, args.max_context_tokens)
@@ -177,13 +183,14 @@ def _turns(ctx: ToolContext, args: SessionIdArgs) -> TurnsOut:
         )
         for t in broker.turns(session.session_id)
     ]
-    return TurnsOut(session_id=session.session_id, turns=turns)
+    sid = session.session_id
+    return TurnsOut(session_id=sid, turns=turns, skipped_records=skipped(ctx, sid))
 
 
 def _turns_text(out: TurnsOut) -> str:
     lines = [f"Session {out.session_id}: {len(out.turns)} turn(s)"]
     lines += [f"- {t.request_id} {t.timestamp}: {t.summary}" for t in out.turns]
-    return "\n".join(lines)
+    return "\n".join(lines + skipped_lines(out.skipped_records))
 
 
 BUILD_REQUEST_CONTEXT = ToolSpec(
@@ -191,7 +198,9 @@ BUILD_REQUEST_CONTEXT = ToolSpec(
     "Choose the context for one user message and return it to read: the text of every rule "
     "and reference to follow, and every tool to use with the exact name to call and its input "
     "schema (within a token budget; what does not fit is named with how to fetch it). "
-    "Call it before answering each user message. Recorded in the session's turn log.",
+    "Call it before answering each user message. For a task of several actions, pass "
+    "`intents`: one short step per action in plain words (no tool names), so each step "
+    "finds its tools. Recorded in the session's turn log.",
     BuildArgs,
     RequestContextOut,
     _build,

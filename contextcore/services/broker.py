@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -13,6 +13,7 @@ from ..catalog import Catalog
 from ..errors import SearchInputError, SessionError
 from ..items import ContextItem, ItemRef, ItemType, parse_item_type
 from ..presets import PresetName, Selection, parse_preset, resolve
+from ..query_plan import check_intents
 from ..search import SearchEngine, SearchResult
 from ..sessions import (
     RequestContext,
@@ -196,12 +197,15 @@ class ContextBroker:
         preset: str | None = None,
         min_score: float | None = None,
         min_score_tools: float | None = None,
+        intents: Sequence[str] | None = None,
     ) -> RequestContext:
-        """Session items plus the agent items search selects for ``message``; recorded in
-        the session's turn log before it is returned. The preset and parameters in force
-        are recorded with it."""
+        """Session items plus the agent items search selects for ``message`` and the host's
+        planned ``intents`` (each step searched; an item records the step that brought it);
+        recorded in the session's turn log before it is returned. The preset and parameters
+        in force are recorded with it."""
         session = self.session(session_id)
         self._check_message(message)
+        steps = check_intents(intents)
         chosen = self.selection(
             session,
             preset,
@@ -213,12 +217,10 @@ class ContextBroker:
         )
         in_session = {i.ref for i in session.items}
         items = [RequestItem(i.ref, i.include_mode) for i in session.items]
-        result, warnings = self._search_agent_items(message, in_session, chosen, types)
+        result, warnings = self._search_agent_items(message, steps, in_session, chosen, types)
         mode = result.mode if result is not None else None
         if result is not None:
-            items += [
-                RequestItem(h.ref, "agent", round(h.similarity_score, 4)) for h in result.hits
-            ]
+            items += _found_items(result, steps)
         if self.catalog.pending:
             warnings.append(
                 "downstream servers still connecting, their tools were not searched: "
@@ -234,9 +236,37 @@ class ContextBroker:
             tuple(warnings),
             include_score=chosen.include_score,
             parameters=chosen.to_dict(),
+            intents=steps,
         )
         self.store.append_turn(session.session_id, context)
         return context
+
+    def search_items(
+        self,
+        query: str,
+        *,
+        intents: Sequence[str] | None = None,
+        request: tuple[str, str] | None = None,
+        **options: Any,
+    ) -> SearchResult:
+        """What ``search_context_items`` serves: the ranking for ``query`` and ``intents``
+        (``options`` as :meth:`SearchEngine.search` takes them). With ``request`` (a
+        session id and a request id) the items found are added to that recorded request
+        context, so its record shows every item the model was shown for the request."""
+        sid = None
+        if request is not None:
+            sid = self.require_session(request[0])
+            if self.store.turn(sid, request[1]) is None:
+                raise SessionError(
+                    f"no request {request[1]!r} in session {sid!r}; list_turns shows them",
+                    field="request_id",
+                )
+        steps = check_intents(intents)
+        result = self.search.search(query, intents=steps, **options)
+        if request is not None and sid is not None and result.hits:
+            found = tuple(replace(i, via="search") for i in _found_items(result, steps))
+            self.store.extend_turn(sid, request[1], found)
+        return result
 
     def _check_message(self, message: str) -> None:
         """The configured size limit; that ``message`` is a non-blank text is checked where
@@ -251,6 +281,7 @@ class ContextBroker:
     def _search_agent_items(
         self,
         message: str,
+        intents: tuple[str, ...],
         in_session: set[ItemRef],
         chosen: Selection,
         types: Iterable[str] | None,
@@ -270,6 +301,7 @@ class ContextBroker:
                 modes=("agent",),
                 exclude=in_session,
                 min_score=chosen.floors(),
+                intents=intents,
             )
         except SearchInputError:
             raise
@@ -292,3 +324,16 @@ class ContextBroker:
                 field="request_id",
             )
         return found
+
+
+def _found_items(result: SearchResult, intents: tuple[str, ...]) -> list[RequestItem]:
+    """A search's hits as request items, each naming the intent that brought it."""
+    return [
+        RequestItem(
+            h.ref,
+            "agent",
+            round(h.similarity_score, 4),
+            intents[h.intent] if h.intent is not None else None,
+        )
+        for h in result.hits
+    ]

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from ..catalog import Catalog
-from ..errors import CatalogError
+from ..errors import CatalogError, SearchInputError
 from ..items import ItemRef
 from ..metrics import completeness_at, mrr, ndcg_at, recall_at
+from ..query_plan import check_intents
 from ..search import SearchEngine
 
 __all__ = [
@@ -32,6 +33,8 @@ class EvalQuery:
 
     query: str
     gold: frozenset[str]
+    intents: tuple[str, ...] = ()
+    """The host's plan for the query, passed to search exactly as a host passes it."""
 
 
 @dataclass(frozen=True)
@@ -106,13 +109,38 @@ def load_queries(path: Path) -> list[EvalQuery]:
             raise CatalogError(f"{path}:{number}: 'gold' must be a non-empty list of item keys")
         for key in gold:
             ItemRef.parse(key)
-        out.append(EvalQuery(query, frozenset(gold)))
+        try:
+            intents = check_intents(row.get("intents"))
+        except SearchInputError as exc:
+            raise CatalogError(f"{path}:{number}: {exc.message}") from exc
+        out.append(EvalQuery(query, frozenset(gold), intents))
     if not out:
         raise CatalogError(f"{path}: no queries found")
     return out
 
 
 Progress = Callable[[str], None]
+
+
+def _rank_served(
+    engine: SearchEngine, queries: Sequence[EvalQuery], *, top_n: int, progress: Progress
+) -> tuple[list[list[str]], str, list[str]]:
+    """Each query's items exactly as ``search_context_items`` serves them (its defaults,
+    ``top_n`` items, the query's intents), the mode search used, and its warnings."""
+    progress(f"indexing {len(list(engine.catalog.enabled()))} items")
+    engine.index()
+    rankings: list[list[str]] = []
+    used_mode = engine.settings.mode
+    warnings: list[str] = []
+    step = max(len(queries) // 10, 25)
+    for i, q in enumerate(queries):
+        result = engine.search(q.query, top_n=top_n, intents=q.intents)
+        used_mode = result.mode
+        warnings.extend(w for w in result.warnings if w not in warnings)
+        rankings.append([h.ref.key for h in result.hits])
+        if (i + 1) % step == 0 or i + 1 == len(queries):
+            progress(f"ranked {i + 1}/{len(queries)} queries")
+    return rankings, used_mode, warnings
 
 
 def _rank_all(
@@ -123,7 +151,10 @@ def _rank_all(
     mode: str,
     progress: Progress,
 ) -> tuple[list[list[str]], str, list[str]]:
-    """Each query's ranked item keys, the mode search used, and its warnings."""
+    """Each query's ranked item keys by one plain retriever (the message alone, every chunk
+    considered, none of the serving levers), the mode search used, and its warnings."""
+    if mode == "served":
+        return _rank_served(engine, queries, top_n=top_n, progress=progress)
     n_items = len(list(engine.catalog.enabled()))
     chunks = max(n_items, 1) * 64
     if mode != "lexical":
@@ -149,6 +180,7 @@ def _rank_all(
             mode=mode,
             apply_include_score=False,
             query_vector=vectors[i] if vectors is not None else None,
+            plain=True,
         )
         used_mode = result.mode
         warnings.extend(w for w in result.warnings if w not in warnings)
@@ -177,13 +209,17 @@ def evaluate(
     queries: Sequence[EvalQuery],
     *,
     ks: Sequence[int] = (1, 5, 10),
-    mode: str = "hybrid",
+    mode: str = "served",
     misses_at: int | None = None,
     rank_depth: int = 0,
     progress: Progress | None = None,
 ) -> EvalReport:
-    """Rank every enabled catalog item for each query (top_n = largest k, no include_score
-    cut-off, every chunk considered) and average recall@k, ndcg@k, comp@k and mrr.
+    """Rank each query's items and average recall@k, ndcg@k, comp@k and mrr.
+
+    ``mode`` ``"served"`` ranks exactly as ``search_context_items`` serves (its defaults,
+    ``top_n`` = the largest k, the query's intents); ``"hybrid"``, ``"dense"`` and
+    ``"lexical"`` rank by that retriever alone (the message only, every chunk considered,
+    no include_score cut-off, none of the serving levers), for comparison.
 
     ``misses_at`` lists, per query, the gold items not in its top ``misses_at``;
     ``rank_depth`` keeps at least that many ranked keys per query in ``results`` (the
