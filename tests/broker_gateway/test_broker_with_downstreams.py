@@ -36,13 +36,16 @@ include = "agent"
 [servers.time.tools.get_current_time]
 include = "always"
 
+# alpha and beta add tools as they run (their grow tool); they are trusted to
 [servers.alpha]
 command = "{sys.executable}"
 args = ["{FIXTURES / "named_tools.py"}", "read-file"]
+hold_new_tools = false
 
 [servers.beta]
 command = "{sys.executable}"
 args = ["{FIXTURES / "named_tools.py"}", "read_file"]
+hold_new_tools = false
 
 [servers.silent]
 command = "{sys.executable}"
