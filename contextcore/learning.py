@@ -7,13 +7,27 @@ search time the usage score
 
     usage = 0.75 * cos(query, centroid) + 0.25 * max cos(query, recent request)
 
-is added to an item's hybrid score with the weight ``weight * n / (n + 5)`` (``n`` its decayed
-count of learned requests; 0 below ``min_evidence``), so an item without history ranks exactly
-as it did without learning. Learning lifts only the learned items among the owners of the best
-``4 * _CANDIDATES`` chunks by hybrid score, so a search costs a constant on top of today's
-(one partial sort, which the search then reuses to pick its top chunks; a product with at most
-128 centroid rows; one with the recent requests of at most 5 items), whatever the number of
-learned items; with nothing learned it costs nothing.
+is added to an item's hybrid score (its best chunk's) with the weight ``weight * n / (n + 5)``
+(``n`` its decayed count of learned requests; 0 below ``min_evidence``), so an item without
+history ranks exactly as it did without learning. Which learned items are scored:
+
+- every item with at least ``reach_evidence`` learned requests, wherever the cold ranking put
+  it: one product of the query with the centroids of those items, kept as one contiguous
+  matrix, so usage alone can bring in an item the cold ranking buries;
+- items with less evidence only among the owners of the best ``4 * _CANDIDATES`` chunks by
+  hybrid score (a single request is weak evidence to pull an item from anywhere).
+
+The nearest-request vote is cast for the ``_VOTERS`` best of them after the centroid.
+
+Tools used together: items used for the same turn are companions (:mod:`.co_use`). After the
+usage lift, the best ``_LEADERS`` items lift their companions by
+``companion_weight * share * c / (c + 2) * leader's score`` (``c`` the decayed count of turns
+that used both, ``share`` the part of the leader's learned requests that did).
+
+Cost per search on top of today's: one partial sort that the search reuses to pick its top
+chunks, the product with the reaching items' centroids, a product with at most 96 other
+centroid rows, one with the recent requests of at most 5 items, and a small sort of the best
+chunks when there are companions. With nothing learned it costs nothing and changes nothing.
 
 State is kept in contiguous float32 matrices updated in place and grown by doubling: one row
 per learned item (its decayed sum and the normalized centroid) and one row per kept recent
@@ -21,9 +35,9 @@ request (a slot reused when an item's ring is full or a session is forgotten).
 
 Learning one request costs O(dim) (no re-indexing). Memory per learned request: one float32
 vector in the request matrix (``4 * dim`` bytes, 1,536 for MiniLM) until the item's ring is
-full; per (item, session) one float32 sum (1,536 bytes). Vectors are rounded to float16 before
-they are learned, so the state rebuilt from stored events after a restart is bit for bit the
-same.
+full; per (item, session) one float32 sum (1,536 bytes); per reaching item one more row.
+Vectors are rounded to float16 before they are learned, so the state rebuilt from stored events
+after a restart is bit for bit the same.
 """
 
 from __future__ import annotations
@@ -33,14 +47,16 @@ import math
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
+from .co_use import CoUse
 from .index import Layout
 from .items import ItemRef
+from .learned_ranking import ReachingItems, best_chunks, leading_items, pool_chunks, top_chunks
 
 __all__ = ["LearningSettings", "UsageLearner", "decode_vector", "encode_vector"]
 
@@ -48,6 +64,8 @@ _EVIDENCE_HALF = 5.0  # learned requests at which an item gets half the full wei
 _CENTROID_SHARE = 0.75
 _CANDIDATES = 24  # learning may lift the learned items among the best 4 * 24 chunks
 _VOTERS = 5  # of those, the best after the centroid also get the nearest-request vote
+_LEADERS = 3  # the best items after the usage lift lift their companions
+_COMPANION_HALF = 2.0  # turns used together at which a companion gets half its lift
 _REMEMBERED_QUERIES = 512
 _MAX_EXPONENT = 60.0  # rebase decayed sums before their scale leaves float32's range
 
@@ -65,26 +83,11 @@ class LearningSettings:
     decay_days: float = 0.0
     """Half-life of a learned request in days; 0 keeps every request at full weight."""
     max_requests_per_item: int = 32
-
-
-def _learned_chunks(
-    fused: npt.NDArray[np.float32],
-    top: npt.NDArray[np.int64],
-    row_of_chunk: npt.NDArray[np.int64],
-    single: bool,
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Among the chunks ``top``, the best chunk of each learned item, and its row
-    (``single``: every learned item has one chunk, so there is nothing to group). Chunks
-    left out by the search's mask are -inf and stay so whatever is added."""
-    rows = row_of_chunk[top]
-    keep = rows >= 0
-    top, rows = top[keep], rows[keep]
-    if single or top.size < 2:
-        return top, rows
-    order = np.argsort(-fused[top], kind="stable")
-    top, rows = top[order], rows[order]
-    _, first = np.unique(rows, return_index=True)  # the first is the item's best chunk
-    return top[first], rows[first]
+    reach_evidence: int = 3
+    """Learned requests from which an item is scored wherever the cold ranking put it
+    (below: only among the best 96 chunks)."""
+    companion_weight: float = 1.0
+    """Lift of a leading item's companions, as a share of its score at full co-use."""
 
 
 def encode_vector(vector: Vector) -> str:
@@ -138,9 +141,12 @@ class UsageLearner:
         self._ring = np.full((0, 0), -1, dtype=np.int64)
         self._used_slots = 0
         self._epoch: float | None = None
-        self._mapping: tuple[Layout | None, int, npt.NDArray[np.int64], bool]
-        self._mapping = (None, -1, np.zeros(0, np.int64), True)
+        empty = np.zeros(0, np.int64)
+        self._mapping: tuple[Layout | None, int, _Rows]
+        self._mapping = (None, -1, _Rows(empty, empty, empty, True))
         self._by_row: list[_Item] = []
+        self._reach = ReachingItems()
+        self._co = CoUse()
         self._queries: OrderedDict[str, Vector] = OrderedDict()
         self.learned = 0
 
@@ -153,13 +159,22 @@ class UsageLearner:
         *,
         session_id: str | None = None,
         at: float | None = None,
+        turn: Hashable | None = None,
     ) -> None:
-        """Learn that ``ref`` was used for a request embedded as ``vector`` (O(dim))."""
+        """Learn that ``ref`` was used for a request embedded as ``vector`` (O(dim)).
+
+        ``turn`` names the request within the session: items learned with the same one
+        were used together and become each other's companions."""
         with self._lock:
-            self._learn(ref, vector, session_id, at)
+            self._learn(ref, vector, session_id, at, turn)
 
     def _learn(
-        self, ref: ItemRef, vector: Vector, session_id: str | None, at: float | None
+        self,
+        ref: ItemRef,
+        vector: Vector,
+        session_id: str | None,
+        at: float | None,
+        turn: Hashable | None,
     ) -> None:
         v = np.asarray(vector, dtype=np.float16).astype(np.float32)
         at = self._clock() if at is None else at
@@ -177,6 +192,8 @@ class UsageLearner:
         self._counts[item.row] += scale
         self._events[item.row] += 1
         self._refresh_row(item.row)
+        if turn is not None:
+            self._co.used(item.row, session_id, turn, scale)
         self.learned += 1
 
     def forget(self, session_id: str | None = None) -> int:
@@ -203,6 +220,7 @@ class UsageLearner:
             item.events -= gone.events
             self.learned -= gone.events
             self._rebuild_row(item)
+        self._co.forget(session_id)
         return changed
 
     def evidence(self, ref: ItemRef) -> float:
@@ -239,12 +257,12 @@ class UsageLearner:
     def adjust(
         self, query: str, query_vector: Vector, fused: npt.NDArray[np.float32], layout: Layout
     ) -> npt.NDArray[np.int64] | None:
-        """Add each learned item's weighted usage score to its chunks' ``fused`` scores, in
-        place; items without history are left untouched.
+        """Add each learned item's weighted usage score, then its leaders' companion lifts,
+        to the items' best chunks in ``fused``, in place; items without history are left
+        untouched.
 
-        Returns the chunks that were the best ``4 * _CANDIDATES`` before, or None when
-        nothing changed: only they can be lifted, so afterwards they still hold the best
-        that many chunks and a caller can pick its top chunks among them."""
+        Returns chunks that hold at least the best ``4 * _CANDIDATES`` chunks afterwards (a
+        caller can pick its top chunks among them), or None when nothing changed."""
         with self._lock:
             return self._adjust(query, query_vector, fused, layout)
 
@@ -254,14 +272,40 @@ class UsageLearner:
         self.remember(query, query_vector)
         if not self.settings.enabled or self.learned == 0 or self.settings.weight <= 0:
             return None
-        row_of_chunk, single = self._rows_of(layout)
+        mapping = self._rows_of(layout)
         n, k = fused.size, min(4 * _CANDIDATES, fused.size)
         pool = np.argpartition(fused, n - k)[n - k :] if k < n else np.arange(n)
-        chunks, rows = _learned_chunks(fused, pool, row_of_chunk, single)
+        near_chunks, near_rows = pool_chunks(fused, pool, mapping.row_of_chunk, mapping.single)
+        reach = self._reaching()
+        items = reach.chunks(layout, mapping.position_of_row)
+        far_chunks = best_chunks(fused, items)
+        far_rows = reach.rows[items.present]
+        centroid = reach.matrix @ query_vector
+        if not items.present.all():
+            centroid = centroid[items.present]
+        near = reach.outside(near_rows)
+        near_chunks, near_rows = near_chunks[near], near_rows[near]
+        chunks = np.concatenate((far_chunks, near_chunks))
+        rows = np.concatenate((far_rows, near_rows))
         if rows.size == 0:
             return None
+        boost = np.concatenate((centroid, self._unit[near_rows] @ query_vector))
+        self._lift(fused, chunks, rows, boost, query_vector)
+        pool = top_chunks(fused, pool, far_chunks, k)
+        companions = self._lift_companions(fused, pool, layout, mapping)
+        return pool if companions.size == 0 else np.concatenate((pool, companions))
+
+    def _lift(
+        self,
+        fused: npt.NDArray[np.float32],
+        chunks: npt.NDArray[np.int64],
+        rows: npt.NDArray[np.int64],
+        boost: npt.NDArray[np.float32],
+        query_vector: Vector,
+    ) -> None:
+        """Add the usage score of the items ``rows`` (``boost``: their centroid cosines) to
+        their best ``chunks``."""
         weights = self._weights(rows)
-        boost = self._unit[rows] @ query_vector
         np.maximum(boost, 0.0, out=boost)
         boost *= weights
         boost *= _CENTROID_SHARE
@@ -276,7 +320,42 @@ class UsageLearner:
         # An item's score is its best chunk's, and the usage score is never negative: lifting
         # that one chunk lifts the item.
         fused[chunks] += boost
-        return pool
+
+    def _lift_companions(
+        self,
+        fused: npt.NDArray[np.float32],
+        pool: npt.NDArray[np.int64],
+        layout: Layout,
+        mapping: _Rows,
+    ) -> npt.NDArray[np.int64]:
+        """Lift the companions of the best items among ``pool``; returns the chunks lifted
+        that are not in ``pool``."""
+        if not self._co or self.settings.companion_weight <= 0:
+            return np.zeros(0, dtype=np.int64)
+        lifts: dict[int, float] = {}
+        decay = self._decay_now()
+        for position in leading_items(fused, pool, layout.owner, _LEADERS):
+            row = int(mapping.row_at[position])
+            score = _item_score(fused, layout, position)
+            if row < 0 or score <= 0 or self._counts[row] <= 0:
+                continue
+            for other, together in self._co.companions(row).items():
+                place = int(mapping.position_of_row[other])
+                if place < 0:
+                    continue
+                evidence = together * decay
+                share = min(1.0, together / float(self._counts[row]))
+                lift = share * evidence / (evidence + _COMPANION_HALF) * score
+                lifts[place] = max(lifts.get(place, 0.0), lift)
+        weight = self.settings.companion_weight
+        lifted = []
+        for place, lift in lifts.items():
+            chunk = _best_chunk(fused, layout, place)
+            if np.isfinite(fused[chunk]):
+                fused[chunk] += np.float32(weight * lift)
+                lifted.append(chunk)
+        chosen = np.asarray(lifted, dtype=np.int64)
+        return chosen[~np.isin(chosen, pool)]
 
     def _nearest(
         self, rows: npt.NDArray[np.int64], query_vector: Vector
@@ -358,6 +437,8 @@ class UsageLearner:
         norm = float(np.linalg.norm(self._sums[row]))
         self._unit[row] = self._sums[row] / norm if norm > 0 else 0.0
         self._refresh_weight(row)
+        reaching = self._events[row] >= self.settings.reach_evidence and self._weight[row] > 0
+        self._reach.update(row, bool(reaching), self._unit[row])
 
     def _rebuild_row(self, item: _Item) -> None:
         row = item.row
@@ -369,23 +450,34 @@ class UsageLearner:
         self._events[row] = item.events
         self._refresh_row(row)
 
-    def _rows_of(self, layout: Layout) -> tuple[npt.NDArray[np.int64], bool]:
-        """Each chunk's learned row (its item's), -1 for items without one, and whether
-        every learned item has a single chunk (cached per layout until a new item is
-        learned)."""
-        cached_layout, count, row_of_chunk, single = self._mapping
+    def _rows_of(self, layout: Layout) -> _Rows:
+        """Each chunk's learned row and the layout's position of each row (cached per
+        layout until a new item is learned)."""
+        cached_layout, count, rows = self._mapping
         if cached_layout is layout and count == len(self._refs):
-            return row_of_chunk, single
+            return rows
         row_at = np.full(len(layout.refs), -1, dtype=np.int64)
+        position_of_row = np.full(len(self._refs), -1, dtype=np.int64)
         for row, ref in enumerate(self._refs):
             position = layout.position.get(ref)
             if position is not None:
                 row_at[position] = row
+                position_of_row[row] = position
         row_of_chunk = row_at[layout.owner]
         learned = row_of_chunk[row_of_chunk >= 0]
         single = bool(np.unique(learned).size == learned.size)
-        self._mapping = (layout, len(self._refs), row_of_chunk, single)
-        return row_of_chunk, single
+        rows = _Rows(row_of_chunk, row_at, position_of_row, single)
+        self._mapping = (layout, len(self._refs), rows)
+        return rows
+
+    def _reaching(self) -> ReachingItems:
+        """The items scored wherever the cold ranking put them, rebuilt if stale."""
+        if self._reach.stale:
+            count = len(self._refs)
+            enough = self._events[:count] >= self.settings.reach_evidence
+            members = np.flatnonzero(enough & (self._weight[:count] > 0)).astype(np.int64)
+            self._reach.rebuild(members, self._unit[members])
+        return self._reach
 
     def _weights(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
         """The usage score's weight for each row (0 below ``min_evidence``)."""
@@ -425,6 +517,7 @@ class UsageLearner:
             for part in item.parts.values():
                 part.total *= factor
                 part.count *= factor
+        self._co.rescale(factor)
         self._epoch = at
 
     def _decay_now(self) -> float:
@@ -432,3 +525,33 @@ class UsageLearner:
         if days <= 0 or self._epoch is None:
             return 1.0
         return math.pow(2.0, -(self._clock() - self._epoch) / (days * 86_400.0))
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """How a layout's chunks and items map to learned rows."""
+
+    row_of_chunk: npt.NDArray[np.int64]
+    """Each chunk's item's row, -1 for items without one."""
+    row_at: npt.NDArray[np.int64]
+    """Each item position's row, -1 for items without one."""
+    position_of_row: npt.NDArray[np.int64]
+    """Each row's item position in the layout, -1 when not in it."""
+    single: bool
+    """Every learned item in the layout has a single chunk."""
+
+
+def _item_range(layout: Layout, position: int, size: int) -> tuple[int, int]:
+    start = int(layout.starts[position])
+    end = int(layout.starts[position + 1]) if position + 1 < len(layout.starts) else size
+    return start, end
+
+
+def _item_score(fused: npt.NDArray[np.float32], layout: Layout, position: int) -> float:
+    start, end = _item_range(layout, position, fused.size)
+    return float(fused[start:end].max())
+
+
+def _best_chunk(fused: npt.NDArray[np.float32], layout: Layout, position: int) -> int:
+    start, end = _item_range(layout, position, fused.size)
+    return start + int(np.argmax(fused[start:end]))

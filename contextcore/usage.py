@@ -155,10 +155,10 @@ class UsageRecorder:
             event = self._event("log", None, query, [], refs, [])
             if vectors is not None and model is not None:
                 event |= {"model": model, "vector": encode_vector(vectors[i])}
-            self._store.append_usage_event(session_id, event)
+            seq = self._store.append_usage_event(session_id, event)
             if learner is not None:
                 with self._lock:
-                    self._learn(learner, {**event, "session_id": session_id}, model)
+                    self._learn(learner, {**event, "session_id": session_id, "seq": seq}, model)
         return len(rows)
 
     def forget(self, session_id: str | None = None) -> ForgetResult:
@@ -214,10 +214,10 @@ class UsageRecorder:
                 vector = found[0] if found is not None else None
             if vector is not None:
                 event |= {"model": model, "vector": encode_vector(vector)}
-        self._store.append_usage_event(session_id, event)
+        seq = self._store.append_usage_event(session_id, event)
         if learner is not None:
             with self._lock:
-                self._learn(learner, {**event, "session_id": session_id}, model)
+                self._learn(learner, {**event, "session_id": session_id, "seq": seq}, model)
         return event
 
     def _event(
@@ -245,11 +245,16 @@ class UsageRecorder:
 
     @staticmethod
     def _learn(learner: UsageLearner, event: Mapping[str, Any], model: str | None) -> int:
-        """Teach ``learner`` one stored event; events embedded by another model are skipped."""
+        """Teach ``learner`` one stored event; events embedded by another model are skipped.
+        The items of one turn (its request id; an event without one is a turn of its own)
+        are learned as used together."""
         vector = event.get("vector")
         if not vector or event.get("model") != model:
             return 0
         v = decode_vector(vector)
+        turn = event.get("request_id") or ("event", event.get("seq"))
         for key in event.get("used", ()):
-            learner.learn(ItemRef.parse(key), v, session_id=event.get("session_id"), at=event["at"])
+            learner.learn(
+                ItemRef.parse(key), v, session_id=event.get("session_id"), at=event["at"], turn=turn
+            )
         return 1
