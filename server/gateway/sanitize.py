@@ -103,6 +103,7 @@ class CleanTool:
     findings: tuple[Finding, ...]
     clipped: bool
     hold_reason: str | None = None  # why it must be held whatever the trust mode
+    checked: bool = True  # False: too deep to read, held even if approved
 
 
 @functools.cache
@@ -176,7 +177,10 @@ def clean_tool(tool: types.Tool, max_chars: int) -> CleanTool:
     characters is reported in ``hold_reason`` instead, as is a definition that is no longer a
     valid tool once cleaned."""
     walk = _Cleaner(max_chars)
-    raw = tool.model_dump(by_alias=True, mode="json", exclude_none=True)
+    try:
+        raw = tool.model_dump(by_alias=True, mode="json", exclude_none=True)
+    except (ValueError, RecursionError):  # nested deeper than it can be serialized
+        return _unchecked(tool)
     cleaned = walk.tree(raw)
     findings = scan(walk.texts)
     if walk.removed:
@@ -199,6 +203,13 @@ def clean_tool(tool: types.Tool, max_chars: int) -> CleanTool:
         )
         shown = tool
     return CleanTool(shown, tuple(findings), walk.clipped, hold_reason)
+
+
+def _unchecked(tool: types.Tool) -> CleanTool:
+    """A definition too deep to read whole: nothing of it is shown, and it is held."""
+    reason = "its definition is nested too deeply to be checked; it cannot be approved"
+    stub = types.Tool(name=tool.name, input_schema={"type": "object"})
+    return CleanTool(stub, (Finding("unchecked", reason),), False, reason, checked=False)
 
 
 class _Cleaner:

@@ -62,6 +62,7 @@ log = logging.getLogger(__name__)
 
 TrustMode = Literal["pin", "auto", "strict"]
 _SHOWN_DROPS = 20
+_UNCHECKED = "0" * 64  # the hash of a definition too deep to hash (held whatever it says)
 
 
 def approve_hint(
@@ -176,8 +177,8 @@ class ToolGate:
         pending: dict[str, Any] = {}
         known = self.pins.known(server)
         for tool in kept:
-            digest = definition_digest(tool)
             clean = clean_tool(tool, max_chars)
+            digest = definition_digest(tool) if clean.checked else _UNCHECKED
             if clean.findings:
                 flagged.append(FlaggedTool(tool.name, tuple(str(f) for f in clean.findings)))
             if clean.clipped:
@@ -246,7 +247,9 @@ class _Seen:
 def _decide(config: DownstreamConfig, seen: _Seen) -> tuple[Pin | None, str | None]:
     """``(pin to record, reason to hold)`` for one tool under the server's trust settings."""
     pin, mode = seen.pin, config.trust
-    approved = pin is not None and pin.approved == "user" and seen.matches_pin()
+    approved = (
+        seen.clean.checked and pin is not None and pin.approved == "user" and seen.matches_pin()
+    )
     if seen.clean.hold_reason is not None and not approved:
         return None, seen.clean.hold_reason + "; it is held whatever the trust mode"
     if seen.matches_pin():
