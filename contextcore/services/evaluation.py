@@ -73,7 +73,8 @@ class EvalReport:
     misses_at: int | None = None
     results: list[QueryResult] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, rankings: bool = False) -> dict[str, Any]:
+        """The report as JSON; ``rankings`` adds each query's ranked keys."""
         out: dict[str, Any] = {
             "mode": self.mode,
             "n_queries": self.n_queries,
@@ -85,6 +86,8 @@ class EvalReport:
         if self.misses is not None:
             out["misses_at"] = self.misses_at
             out["misses"] = [asdict(m) for m in self.misses]
+        if rankings:
+            out["rankings"] = [{"query": r.query, "ranked": r.ranked} for r in self.results]
         return out
 
 
@@ -140,7 +143,7 @@ def _rank_served(
         rankings.append([h.ref.key for h in result.hits])
         if (i + 1) % step == 0 or i + 1 == len(queries):
             progress(f"ranked {i + 1}/{len(queries)} queries")
-    return rankings, used_mode, warnings
+    return rankings, "served" if used_mode == "hybrid" else f"served ({used_mode})", warnings
 
 
 def _rank_all(

@@ -332,3 +332,48 @@ include = "agent"
             )
             assert not failed and "pong ok x3" in good
             assert log.read_text(encoding="utf-8") == "ok\n"
+
+
+PLAN = [
+    "read a text file",
+    "get the current time in a time zone",
+    "store a fact about a person in a knowledge graph",
+]
+
+
+async def test_a_planned_multi_step_request_finds_a_tool_for_each_step_from_the_text_alone(
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, five_servers(tmp_path))
+    message = (
+        "Open notes/team.txt, tell me what time it is for Aiko in Tokyo, and remember that "
+        "Aiko leads the design team."
+    )
+    with anyio.fail_after(180):
+        async with host(config) as client:
+            listed = {t.name: t for t in (await client.list_tools()).tools}
+            described = listed["build_request_context"].input_schema["properties"]["intents"]
+            assert "one step per action" in described["description"]
+            assert "without guessing tool names" in described["description"]
+            sid = await new_session(client)
+            text, failed = await call_text(
+                client, "build_request_context", session_id=sid, message=message, intents=PLAN
+            )
+            assert not failed, text
+            assert "Plan searched: 1. read a text file; 2. get the current time" in text
+            chosen = "\n".join(agent_lines(text))
+            # Each step's tool is there, callable by the name the text gives, naming its step.
+            assert re.search(r"filesystem__read_\w*file \(.*step 1", chosen), chosen
+            assert re.search(r"time__get_current_time \(.*step 2", chosen), chosen
+            assert re.search(r"memory__(create_entities|add_observations) \(.*step 3", chosen)
+
+            # An off-topic step adds nothing: the same selection as without it.
+            noisy, failed = await call_text(
+                client,
+                "build_request_context",
+                session_id=sid,
+                message=message,
+                intents=[*PLAN, "bake a sourdough loaf"],
+            )
+            assert not failed, noisy
+            assert sorted(agent_lines(noisy)) == sorted(agent_lines(text))
