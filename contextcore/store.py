@@ -25,6 +25,11 @@ Contract every backend keeps (``tests/store`` checks it on each one):
   of a session's parts, which return empty results.
 - A backend that cannot write (file deleted, read-only, server gone) raises
   :class:`StoreUnavailable` with a message naming where it stores and what to do.
+- A stored turn, message or call that no longer reads (broken JSON, missing fields) is a
+  :class:`DamagedRecord`: readers skip it, log it once and remember it
+  (:meth:`SessionStore.skipped_records`), so one damaged record never costs the rest of its
+  session; :meth:`SessionStore.damaged_records` finds every one and
+  :meth:`SessionStore.remove_damaged` deletes them.
 
 Errors::
 
@@ -37,21 +42,25 @@ Errors::
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import islice
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from .errors import ContextCoreError, SessionError
 from .items import ItemRef
 from .sessions import RequestContext, Session, SessionItem
 
 __all__ = [
+    "DamageLog",
+    "DamagedRecord",
     "DuplicateRecord",
     "JsonChange",
     "MemorySessionStore",
     "MessageRecord",
+    "RecordKind",
     "SessionHeader",
     "SessionStore",
     "StoreError",
@@ -61,6 +70,8 @@ __all__ = [
 ]
 
 JsonChange = Callable[[dict[str, Any] | None], dict[str, Any] | None]
+
+log = logging.getLogger(__name__)
 
 
 class StoreError(ContextCoreError):
@@ -77,6 +88,58 @@ class DuplicateRecord(StoreError):
 
 class StoreUnavailable(StoreError):
     """The backend cannot read or write; the message names the path or URL."""
+
+
+RecordKind = Literal["turn", "message", "call"]
+
+
+@dataclass(frozen=True)
+class DamagedRecord:
+    """A stored record that no longer reads: which one, and why."""
+
+    session_id: str
+    kind: RecordKind
+    seq: int
+    reason: str
+
+    def describe(self) -> str:
+        """``message 3 of session s_... (invalid JSON ...)``, for results, logs and ``check``."""
+        return f"{self.kind} {self.seq} of session {self.session_id} ({self.reason})"
+
+
+class DamageLog:
+    """The damaged records a store's readers skipped, per session; each is logged once."""
+
+    def __init__(self, where: str) -> None:
+        self._where = where
+        self._found: dict[str, dict[tuple[str, int], DamagedRecord]] = {}
+        self._lock = threading.Lock()
+
+    def found(self, record: DamagedRecord) -> None:
+        """Remember ``record`` (skipped by a reader) and log it the first time."""
+        key = (record.kind, record.seq)
+        with self._lock:
+            known = self._found.setdefault(record.session_id, {})
+            if key in known:
+                return
+            known[key] = record
+        log.warning(
+            "session store %s: skipped a damaged record, %s; `context-broker repair` shows "
+            "and removes such records",
+            self._where,
+            record.describe(),
+        )
+
+    def of(self, session_id: str) -> tuple[DamagedRecord, ...]:
+        """The damaged records skipped in ``session_id``, in the order found."""
+        with self._lock:
+            return tuple(self._found.get(session_id, {}).values())
+
+    def forget(self, records: Iterable[DamagedRecord]) -> None:
+        """Drop records that were removed."""
+        with self._lock:
+            for r in records:
+                self._found.get(r.session_id, {}).pop((r.kind, r.seq), None)
 
 
 @dataclass(frozen=True)
@@ -259,6 +322,23 @@ class SessionStore(Protocol):
 
     def put_embeddings(self, model: str, vectors: Mapping[str, bytes]) -> None:
         """Cache vectors (float32 bytes) by text hash; an existing key keeps its value."""
+        ...
+
+    # -- damaged records --------------------------------------------------------------------
+
+    def skipped_records(self, session_id: str) -> tuple[DamagedRecord, ...]:
+        """The session's damaged records this store's readers have skipped (since it opened,
+        until they are removed); costs nothing, reads nothing."""
+        ...
+
+    def damaged_records(self, session_id: str | None = None) -> list[DamagedRecord]:
+        """Every stored turn, message and call of the session (None: of every session) that
+        no longer reads; reads them all, for ``check`` and ``repair``."""
+        ...
+
+    def remove_damaged(self, records: Sequence[DamagedRecord]) -> int:
+        """Delete these damaged records (the others keep their sequence numbers; a message's
+        removal moves the session's counters); returns how many were there."""
         ...
 
     def close(self) -> None:
@@ -547,6 +627,15 @@ class MemorySessionStore:
         with self._lock:
             for h, vec in vectors.items():
                 self._embeddings.setdefault((model, h), bytes(vec))
+
+    def skipped_records(self, session_id: str) -> tuple[DamagedRecord, ...]:
+        return ()  # records in memory are never written out, so never damaged
+
+    def damaged_records(self, session_id: str | None = None) -> list[DamagedRecord]:
+        return []
+
+    def remove_damaged(self, records: Sequence[DamagedRecord]) -> int:
+        return 0
 
     def close(self) -> None:
         """Nothing to release."""

@@ -68,6 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _serve_parser(sub, common)
     _check_parser(sub, common)
+    _repair_parser(sub, common)
     _eval_parser(sub, common)
     _stats_parser(sub, common)
     _tools_parser(sub)
@@ -104,6 +105,16 @@ def _check_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     _add_config(check)
     check.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _repair_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    repair = sub.add_parser(
+        "repair",
+        help="show the session store's damaged records (that reads skip), then remove them",
+        parents=[common],
+    )
+    _add_config(repair)
+    repair.add_argument("--dry-run", action="store_true", help="only show them")
 
 
 def _eval_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -339,6 +350,12 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return check_exit_code(report)
 
 
+def _cmd_repair(args: argparse.Namespace) -> int:
+    from .repair import repair
+
+    return repair(args.config, dry_run=args.dry_run)
+
+
 def _cmd_stats(args: argparse.Namespace) -> int:
     from tools.analytics import usage_payload
 
@@ -389,6 +406,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "eval": _cmd_eval,
         "setup-model": _cmd_setup_model,
         "check": _cmd_check,
+        "repair": _cmd_repair,
         "stats": _cmd_stats,
         "serve": _cmd_serve,
         "tools": _cmd_tools,

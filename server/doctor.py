@@ -66,7 +66,7 @@ def check_report(config_path: Path) -> dict[str, Any]:
     except GatewayError as exc:
         return {"ok": False, "config": str(config_path), "error": str(exc)}
     persistence = config.persistence
-    store_error = _store_problem(config)
+    store_error, damaged = _store_problem(config)
     return {
         "ok": True,
         "config": str(config_path),
@@ -78,20 +78,24 @@ def check_report(config_path: Path) -> dict[str, Any]:
             "backend": persistence.backend,
             "path": str(config.resolve(persistence.path)) if persistence.path else None,
             "error": store_error,
+            "damaged_records": damaged,
         },
     }
 
 
-def _store_problem(config: Any) -> str | None:
-    """Why the session store cannot be used (refused at startup, or not writable), or None."""
+def _store_problem(config: Any) -> tuple[str | None, int]:
+    """Why the session store cannot be used (refused at startup, or not writable), or None;
+    and how many of its records are damaged (reads skip them)."""
     from .stores import build_store, check_store
 
     try:
         store = build_store(config)
     except ContextCoreError as exc:
-        return exc.message
+        return exc.message, 0
     try:
-        return check_store(store)
+        return check_store(store), len(store.damaged_records())
+    except ContextCoreError as exc:
+        return exc.message, 0
     finally:
         store.close()
 
@@ -122,6 +126,11 @@ def format_check(report: dict[str, Any]) -> str:
     lines.append(f"persistence: {p['backend']}" + (f" at {p['path']}" if p["path"] else ""))
     if p.get("error"):
         lines.append(f"  error: {p['error']}")
+    if p.get("damaged_records"):
+        lines.append(
+            f"  damaged records: {p['damaged_records']} (every read skips them; "
+            "`context-broker repair` shows and removes them)"
+        )
     if check_exit_code(report) == SERVER_DOWN:
         lines.append(
             f"a downstream server is not connected (see its last error above): exit code "

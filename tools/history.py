@@ -19,6 +19,7 @@ from contextcore.history import (
 )
 from contextcore.services.history import SummaryResult
 
+from ._damage import SKIPPED_FIELD, skipped, skipped_lines
 from ._spec import Args, Out, ToolContext, ToolSpec
 
 __all__ = [
@@ -188,6 +189,7 @@ class WindowOut(Out):
     summary_update: SummaryUpdateOut | None = Field(
         description="The automatic summary attempt made before building the window, if any."
     )
+    skipped_records: list[str] = SKIPPED_FIELD
 
 
 def _get_history(ctx: ToolContext, args: GetHistoryArgs) -> WindowOut:
@@ -208,6 +210,7 @@ def _get_history(ctx: ToolContext, args: GetHistoryArgs) -> WindowOut:
         summary=SummaryOut.of(result.summary),
         snapshot=SnapshotOut.of(result.snapshot),
         summary_update=SummaryUpdateOut.of(result.summary_update),
+        skipped_records=skipped(ctx, args.session_id),
     )
 
 
@@ -225,7 +228,7 @@ def _window_text(out: WindowOut) -> str:
             if update.updated
             else "Summary update failed; the previous summary was kept."
         )
-    return "\n".join(lines)
+    return "\n".join(lines + skipped_lines(out.skipped_records))
 
 
 # -- trim_messages -----------------------------------------------------------------------
@@ -453,23 +456,27 @@ class StatsOut(Out):
     summarized_messages: int
     groups: int
     cleared: bool
+    skipped_records: list[str] = SKIPPED_FIELD
 
     @classmethod
-    def of(cls, session_id: str, stats: HistoryStats) -> StatsOut:
-        fields = {k: getattr(stats, k) for k in cls.model_fields if k != "session_id"}
-        return cls(session_id=session_id, **fields)
+    def of(cls, session_id: str, stats: HistoryStats, skipped: list[str]) -> StatsOut:
+        names = set(cls.model_fields) - {"session_id", "skipped_records"}
+        fields = {k: getattr(stats, k) for k in names}
+        return cls(session_id=session_id, skipped_records=skipped, **fields)
 
 
 def _stats(ctx: ToolContext, args: SessionArgs) -> StatsOut:
-    return StatsOut.of(args.session_id, ctx.history.get_context_stats(args.session_id))
+    stats = ctx.history.get_context_stats(args.session_id)
+    return StatsOut.of(args.session_id, stats, skipped(ctx, args.session_id))
 
 
 def _stats_text(out: StatsOut) -> str:
-    return (
+    line = (
         f"Session {out.session_id}: {out.message_count} message(s), ~{out.estimated_tokens} "
         f"tokens; summary: {'yes' if out.has_summary else 'no'}; "
         f"snapshot: {'yes' if out.has_snapshot else 'no'}"
     )
+    return "\n".join([line, *skipped_lines(out.skipped_records)])
 
 
 def _spec(

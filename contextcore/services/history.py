@@ -53,7 +53,7 @@ from ..history.messages import check_ids
 from ..history.summaries.extractive import extractive_chain
 from ..history.summaries.policy import clip_to_tokens
 from ..history.tokens import message_cost
-from ..store import DuplicateRecord, MessageRecord
+from ..store import DamagedRecord, DuplicateRecord, MessageRecord
 from .broker import ContextBroker
 
 __all__ = [
@@ -301,6 +301,10 @@ class HistoryService:
         count, tokens = store.message_totals(sid)
         state = ConversationHistory.from_records((), store.history_state(sid), store.snapshot(sid))
         return stats_from_totals(count, tokens, state)
+
+    def skipped_records(self, session_id: str) -> tuple[DamagedRecord, ...]:
+        """The session's damaged stored records that reads skipped (reads nothing)."""
+        return self.broker.store.skipped_records(self.broker.require_session(session_id))
 
     # -- helpers ------------------------------------------------------------------------
 

@@ -26,9 +26,12 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from contextcore.items import ItemRef, parse_item_type
 from contextcore.sessions import RequestContext, SessionItem
 from contextcore.store import (
+    DamagedRecord,
+    DamageLog,
     DuplicateRecord,
     JsonChange,
     MessageRecord,
+    RecordKind,
     SessionHeader,
     StoreError,
     StoreUnavailable,
@@ -36,6 +39,7 @@ from contextcore.store import (
 )
 
 from ._postgres_schema import SCHEMA_VERSION, migrate
+from ._records import call_of, damaged_in, decoded, message_of, readable, turn_of
 from ._urls import describe_url, scrub
 
 __all__ = ["SCHEMA_VERSION", "PostgresSessionStore"]
@@ -68,6 +72,7 @@ class PostgresSessionStore:
     def __init__(self, url: str, *, max_connections: int = 16, timeout: float = 10.0) -> None:
         self._url = url
         self.where = describe_url(url)
+        self._damage = DamageLog(self.where)
         # One direct connection first: an unreachable server fails at once, with libpq's
         # reason, instead of after the pool's retries.
         connect_timeout = max(1, int(timeout))
@@ -252,14 +257,16 @@ class PostgresSessionStore:
             return seq
 
     def _turns(self, sql: str, args: tuple[Any, ...]) -> list[RequestContext]:
+        """The turns a ``SELECT seq, data`` query finds in session ``args[0]``."""
         with self._tx() as cur:
             cur.execute(sql, args)
             rows = cur.fetchall()
-        return [RequestContext.from_dict(json.loads(r[0])) for r in rows]
+        return [t for _, t in readable(self._damage, args[0], "turn", rows, turn_of)]
 
     def turn(self, session_id: str, request_id: str) -> RequestContext | None:
         found = self._turns(
-            "SELECT data FROM turns WHERE session_id = %s AND request_id = %s ORDER BY seq LIMIT 1",
+            "SELECT seq, data FROM turns WHERE session_id = %s AND request_id = %s "
+            "ORDER BY seq LIMIT 1",
             (session_id, request_id),
         )
         return found[0] if found else None
@@ -270,7 +277,8 @@ class PostgresSessionStore:
         # Turns are never deleted, so a turn's seq is its position in the log.
         end = 2**31 - 1 if limit is None else offset + limit
         return self._turns(
-            "SELECT data FROM turns WHERE session_id = %s AND seq >= %s AND seq < %s ORDER BY seq",
+            "SELECT seq, data FROM turns WHERE session_id = %s AND seq >= %s AND seq < %s "
+            "ORDER BY seq",
             (session_id, max(offset, 0), end),
         )
 
@@ -285,7 +293,7 @@ class PostgresSessionStore:
 
     def last_turn(self, session_id: str) -> RequestContext | None:
         found = self._turns(
-            "SELECT data FROM turns WHERE session_id = %s ORDER BY seq DESC LIMIT 1",
+            "SELECT seq, data FROM turns WHERE session_id = %s ORDER BY seq DESC LIMIT 1",
             (session_id,),
         )
         return found[0] if found else None
@@ -342,9 +350,12 @@ class PostgresSessionStore:
                 (session_id, start, 2**62 if end is None else end),
             )
             rows = cur.fetchall()
-        return [
-            MessageRecord(i, json.loads(raw), tuple(c), int(s), int(t)) for s, i, raw, c, t in rows
-        ]
+        out = []
+        for s, i, raw, c, t in rows:
+            data = decoded(self._damage, session_id, "message", int(s), raw, message_of)
+            if data is not None:
+                out.append(MessageRecord(i, data, tuple(c), int(s), int(t)))
+        return out
 
     def message_count(self, session_id: str) -> int:
         return self._counter(session_id, "next_message")
@@ -390,19 +401,7 @@ class PostgresSessionStore:
         stop = 2**62 if end is None else end
         with self._tx() as cur:
             self._lock(cur, session_id)
-            cur.execute(
-                "DELETE FROM messages WHERE session_id = %s AND seq >= %s AND seq < %s "
-                "RETURNING tokens",
-                (session_id, start, stop),
-            )
-            gone = [int(r[0]) for r in cur.fetchall()]
-            count = len(gone)
-            _count(cur, session_id, -count, -sum(gone))
-            cur.execute(
-                "DELETE FROM message_calls WHERE session_id = %s AND seq >= %s AND seq < %s",
-                (session_id, start, stop),
-            )
-            return count
+            return _delete_messages(cur, session_id, start, stop)
 
     # -- small JSON parts -------------------------------------------------------------------
 
@@ -465,7 +464,8 @@ class PostgresSessionStore:
                 "SELECT seq, data FROM calls WHERE session_id = %s ORDER BY seq", (session_id,)
             )
             rows = cur.fetchall()
-        return [{**json.loads(data), "seq": int(seq)} for seq, data in rows]
+        found = readable(self._damage, session_id, "call", rows, call_of)
+        return [{**c, "seq": int(seq)} for seq, c in found]
 
     def append_usage_event(self, session_id: str | None, event: Mapping[str, Any]) -> int:
         with self._tx() as cur:
@@ -542,9 +542,66 @@ class PostgresSessionStore:
                 "[persistence] url at the primary server"
             )
 
+    # -- damaged records --------------------------------------------------------------------
+
+    def skipped_records(self, session_id: str) -> tuple[DamagedRecord, ...]:
+        return self._damage.of(session_id)
+
+    def damaged_records(self, session_id: str | None = None) -> list[DamagedRecord]:
+        where, args = ("WHERE session_id = %s", (session_id,)) if session_id else ("", ())
+        found: list[DamagedRecord] = []
+        with self._tx() as cur:
+            for kind, table, column in _RECORD_TABLES:
+                cur.execute(
+                    f"SELECT session_id, seq, {column} FROM {table} {where} "
+                    "ORDER BY session_id, seq",
+                    args,
+                )
+                found += damaged_in(kind, cur.fetchall())
+        return found
+
+    def remove_damaged(self, records: Sequence[DamagedRecord]) -> int:
+        removed = 0
+        with self._tx() as cur:
+            for r in records:
+                if r.kind == "message":
+                    removed += _delete_messages(cur, r.session_id, r.seq, r.seq + 1)
+                    continue
+                table = "turns" if r.kind == "turn" else "calls"
+                cur.execute(
+                    f"DELETE FROM {table} WHERE session_id = %s AND seq = %s",
+                    (r.session_id, r.seq),
+                )
+                removed += cur.rowcount
+        self._damage.forget(records)
+        return removed
+
     def close(self) -> None:
         """Close every pooled connection."""
         self._pool.close()
+
+
+_RECORD_TABLES: tuple[tuple[RecordKind, str, str], ...] = (
+    ("turn", "turns", "data"),
+    ("message", "messages", "raw"),
+    ("call", "calls", "data"),
+)
+
+
+def _delete_messages(cur: psycopg.Cursor[Any], session_id: str, start: int, stop: int) -> int:
+    """Delete the session's messages with ``start <= seq < stop`` and move its counters
+    (inside the open transaction); returns how many went."""
+    cur.execute(
+        "DELETE FROM messages WHERE session_id = %s AND seq >= %s AND seq < %s RETURNING tokens",
+        (session_id, start, stop),
+    )
+    gone = [int(r[0]) for r in cur.fetchall()]
+    _count(cur, session_id, -len(gone), -sum(gone))
+    cur.execute(
+        "DELETE FROM message_calls WHERE session_id = %s AND seq >= %s AND seq < %s",
+        (session_id, start, stop),
+    )
+    return len(gone)
 
 
 def _count(cur: psycopg.Cursor[Any], session_id: str, messages: int, tokens: int) -> None:

@@ -42,6 +42,8 @@ import redis
 from contextcore.items import ItemRef, parse_item_type
 from contextcore.sessions import RequestContext, SessionItem
 from contextcore.store import (
+    DamagedRecord,
+    DamageLog,
     DuplicateRecord,
     JsonChange,
     MessageRecord,
@@ -51,7 +53,16 @@ from contextcore.store import (
     UnknownSession,
 )
 
-from ._records import stored_tokens
+from ._records import (
+    Unreadable,
+    call_of,
+    damaged_in,
+    decoded,
+    message_value,
+    readable,
+    stored_tokens,
+    turn_of,
+)
 from ._redis_scripts import SCRIPTS
 from ._urls import describe_url, scrub
 
@@ -101,6 +112,7 @@ class RedisSessionStore:
     def __init__(self, url: str, *, timeout: float = 10.0) -> None:
         self._url = url
         self.where = describe_url(url)
+        self._damage = DamageLog(self.where)
         self._r = redis.Redis.from_url(
             url, socket_timeout=timeout, socket_connect_timeout=timeout, health_check_interval=30
         )
@@ -282,7 +294,12 @@ class RedisSessionStore:
         with self._guard():
             seq = self._r.hget(k.turnidx, request_id)
             data = None if seq is None else self._r.lindex(k.turns, int(seq))
-        return None if data is None else RequestContext.from_dict(json.loads(data))
+        return self._turn(session_id, None if seq is None else int(seq), data)
+
+    def _turn(self, session_id: str, seq: int | None, data: bytes | None) -> RequestContext | None:
+        if seq is None or not data:  # none, or removed as damaged
+            return None
+        return decoded(self._damage, session_id, "turn", seq, data, turn_of)
 
     def turns(
         self, session_id: str, offset: int = 0, limit: int | None = None
@@ -293,7 +310,8 @@ class RedisSessionStore:
         end = -1 if limit is None else start + limit - 1
         with self._guard():
             rows = self._r.lrange(_Keys(session_id).turns, start, end)
-        return [RequestContext.from_dict(json.loads(r)) for r in rows]
+        kept = [(start + i, r) for i, r in enumerate(rows) if r]  # '' was removed as damaged
+        return [t for _, t in readable(self._damage, session_id, "turn", kept, turn_of)]
 
     def turn_count(self, session_id: str) -> int:
         with self._guard():
@@ -301,8 +319,11 @@ class RedisSessionStore:
 
     def last_turn(self, session_id: str) -> RequestContext | None:
         with self._guard():
-            data = self._r.lindex(_Keys(session_id).turns, -1)
-        return None if data is None else RequestContext.from_dict(json.loads(data))
+            pipe = self._r.pipeline(transaction=True)
+            pipe.llen(_Keys(session_id).turns)
+            pipe.lindex(_Keys(session_id).turns, -1)
+            count, data = pipe.execute()
+        return self._turn(session_id, count - 1 if count else None, data)
 
     # -- history messages -------------------------------------------------------------------
 
@@ -330,8 +351,9 @@ class RedisSessionStore:
         flat = self._run("read_messages", [k.msgseq, k.msg], [max(start, 0), stop])
         out = []
         for seq, row in zip(flat[::2], flat[1::2], strict=True):
-            m = json.loads(row)
-            out.append(MessageRecord(m["id"], m["raw"], tuple(m["call_ids"]), int(seq)))
+            m = decoded(self._damage, session_id, "message", int(seq), row, _wrapped_message)
+            if m is not None:
+                out.append(MessageRecord(m["id"], m["raw"], tuple(m["call_ids"]), int(seq)))
         return out
 
     def message_totals(self, session_id: str) -> tuple[int, int]:
@@ -431,7 +453,10 @@ class RedisSessionStore:
     def calls(self, session_id: str) -> list[dict[str, Any]]:
         with self._guard():
             rows = self._r.lrange(_Keys(session_id).calls, 0, -1)
-        return [{**json.loads(r), "seq": i} for i, r in enumerate(rows)]
+        kept = [(i, r) for i, r in enumerate(rows) if r]  # '' was removed as damaged
+        return [
+            {**c, "seq": i} for i, c in readable(self._damage, session_id, "call", kept, call_of)
+        ]
 
     def append_usage_event(self, session_id: str | None, event: Mapping[str, Any]) -> int:
         data = _dumps({"session_id": session_id, "event": dict(event)})
@@ -486,9 +511,67 @@ class RedisSessionStore:
         with self._guard():
             self._r.set(_P + "probe", "1")
 
+    # -- damaged records --------------------------------------------------------------------
+
+    def skipped_records(self, session_id: str) -> tuple[DamagedRecord, ...]:
+        return self._damage.of(session_id)
+
+    def damaged_records(self, session_id: str | None = None) -> list[DamagedRecord]:
+        found: list[DamagedRecord] = []
+        for sid in [session_id] if session_id else self.list_session_ids():
+            k = _Keys(sid)
+            with self._guard():
+                pipe = self._r.pipeline(transaction=True)
+                pipe.lrange(k.turns, 0, -1)
+                pipe.hgetall(k.msg)
+                pipe.lrange(k.calls, 0, -1)
+                turns, messages, calls = pipe.execute()
+            found += damaged_in("turn", ((sid, i, r) for i, r in enumerate(turns) if r))
+            rows = sorted((int(seq), row) for seq, row in messages.items())
+            found += [
+                DamagedRecord(sid, "message", seq, exc.reason)
+                for seq, row in rows
+                if (exc := _unreadable(row)) is not None
+            ]
+            found += damaged_in("call", ((sid, i, r) for i, r in enumerate(calls) if r))
+        return found
+
+    def remove_damaged(self, records: Sequence[DamagedRecord]) -> int:
+        removed = 0
+        for r in records:
+            k = _Keys(r.session_id)
+            if r.kind == "message":
+                removed += self.delete_messages(r.session_id, r.seq, r.seq + 1)
+                continue
+            # List entries keep their place (a turn's or call's seq is its index): emptied.
+            key = k.turns if r.kind == "turn" else k.calls
+            with self._guard():
+                if self._r.lindex(key, r.seq):
+                    self._r.lset(key, r.seq, "")
+                    removed += 1
+        self._damage.forget(records)
+        return removed
+
     def close(self) -> None:
         """Close the client's connections."""
         self._r.close()
+
+
+def _wrapped_message(text: bytes | str) -> dict[str, Any]:
+    """A stored message with its id and tool call ids (``Unreadable`` if it is damaged)."""
+    m = call_of(text)
+    if not isinstance(m.get("id"), str) or not isinstance(m.get("call_ids"), list):
+        raise Unreadable("not a stored message (no id or call ids)")
+    message_value(m.get("raw"))
+    return m
+
+
+def _unreadable(text: bytes | str) -> Unreadable | None:
+    try:
+        _wrapped_message(text)
+    except Unreadable as exc:
+        return exc
+    return None
 
 
 def _message_json(m: MessageRecord) -> str:

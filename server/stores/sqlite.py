@@ -31,15 +31,19 @@ from typing import Any
 from contextcore.items import ItemRef, parse_item_type
 from contextcore.sessions import RequestContext, SessionItem
 from contextcore.store import (
+    DamagedRecord,
+    DamageLog,
     DuplicateRecord,
     JsonChange,
     MessageRecord,
+    RecordKind,
     SessionHeader,
     StoreError,
     StoreUnavailable,
     UnknownSession,
 )
 
+from ._records import call_of, damaged_in, decoded, message_of, readable, turn_of
 from ._sqlite_schema import SCHEMA_VERSION, open_checked
 
 __all__ = ["SqliteSessionStore"]
@@ -72,6 +76,7 @@ class SqliteSessionStore:
         self.path = path
         self._db = open_checked(path)
         self._identity = _identity(path)
+        self._damage = DamageLog(str(path))
         # One connection guarded by a lock: sqlite3 objects may cross threads when
         # check_same_thread is off, as long as calls never overlap.
         self._lock = threading.Lock()
@@ -269,21 +274,24 @@ class SqliteSessionStore:
     def turn(self, session_id: str, request_id: str) -> RequestContext | None:
         with self._read() as db:
             row = db.execute(
-                "SELECT data FROM turns WHERE session_id = ? AND request_id = ? "
+                "SELECT seq, data FROM turns WHERE session_id = ? AND request_id = ? "
                 "ORDER BY seq LIMIT 1",
                 (session_id, request_id),
             ).fetchone()
-        return RequestContext.from_dict(json.loads(row[0])) if row else None
+        return self._turn(session_id, row)
+
+    def _turn(self, session_id: str, row: tuple[int, str] | None) -> RequestContext | None:
+        return decoded(self._damage, session_id, "turn", *row, turn_of) if row else None
 
     def turns(
         self, session_id: str, offset: int = 0, limit: int | None = None
     ) -> list[RequestContext]:
         with self._read() as db:
             rows = db.execute(
-                "SELECT data FROM turns WHERE session_id = ? ORDER BY seq LIMIT ? OFFSET ?",
+                "SELECT seq, data FROM turns WHERE session_id = ? ORDER BY seq LIMIT ? OFFSET ?",
                 (session_id, -1 if limit is None else limit, offset),
             ).fetchall()
-        return [RequestContext.from_dict(json.loads(r[0])) for r in rows]
+        return [t for _, t in readable(self._damage, session_id, "turn", rows, turn_of)]
 
     def turn_count(self, session_id: str) -> int:
         with self._read() as db:
@@ -295,10 +303,10 @@ class SqliteSessionStore:
     def last_turn(self, session_id: str) -> RequestContext | None:
         with self._read() as db:
             row = db.execute(
-                "SELECT data FROM turns WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
+                "SELECT seq, data FROM turns WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
                 (session_id,),
             ).fetchone()
-        return RequestContext.from_dict(json.loads(row[0])) if row else None
+        return self._turn(session_id, row)
 
     # -- history messages ---------------------------------------------------------------
 
@@ -339,10 +347,12 @@ class SqliteSessionStore:
                     (session_id, rows[0][0], rows[-1][0]),
                 ):
                     calls.setdefault(seq, []).append(call_id)
-        return [
-            MessageRecord(mid, json.loads(raw), tuple(calls.get(seq, ())), seq, tokens)
-            for seq, mid, raw, tokens in rows
-        ]
+        out = []
+        for seq, mid, raw, tokens in rows:
+            data = decoded(self._damage, session_id, "message", seq, raw, message_of)
+            if data is not None:
+                out.append(MessageRecord(mid, data, tuple(calls.get(seq, ())), seq, tokens))
+        return out
 
     def message_count(self, session_id: str) -> int:
         with self._read() as db:
@@ -413,15 +423,7 @@ class SqliteSessionStore:
         stop = 2**62 if end is None else end
         with self._write() as db:
             self._require(db, session_id)
-            where = "WHERE session_id = ? AND seq >= ? AND seq < ?"
-            count, tokens = db.execute(
-                f"SELECT COUNT(*), COALESCE(SUM(tokens), 0) FROM messages {where}",
-                (session_id, start, stop),
-            ).fetchone()
-            db.execute(f"DELETE FROM message_calls {where}", (session_id, start, stop))
-            db.execute(f"DELETE FROM messages {where}", (session_id, start, stop))
-            _count(db, session_id, -count, -tokens)
-            return int(count)
+            return _delete_messages(db, session_id, start, stop)
 
     # -- small JSON parts ---------------------------------------------------------------
 
@@ -477,7 +479,10 @@ class SqliteSessionStore:
             rows = db.execute(
                 "SELECT seq, data FROM calls WHERE session_id = ? ORDER BY seq", (session_id,)
             ).fetchall()
-        return [{**json.loads(data), "seq": seq} for seq, data in rows]
+        return [
+            {**c, "seq": seq}
+            for seq, c in readable(self._damage, session_id, "call", rows, call_of)
+        ]
 
     def append_usage_event(self, session_id: str | None, event: Mapping[str, Any]) -> int:
         data = _dumps(dict(event))
@@ -534,6 +539,39 @@ class SqliteSessionStore:
                 [(model, h, bytes(v)) for h, v in vectors.items()],
             )
 
+    # -- damaged records -------------------------------------------------------------------
+
+    def skipped_records(self, session_id: str) -> tuple[DamagedRecord, ...]:
+        return self._damage.of(session_id)
+
+    def damaged_records(self, session_id: str | None = None) -> list[DamagedRecord]:
+        where, args = ("WHERE session_id = ?", (session_id,)) if session_id else ("", ())
+        found: list[DamagedRecord] = []
+        with self._read() as db:
+            for kind, table, column in _RECORD_TABLES:
+                rows = db.execute(
+                    f"SELECT session_id, seq, {column} FROM {table} {where} "
+                    "ORDER BY session_id, seq",
+                    args,
+                )
+                found += damaged_in(kind, rows)
+        return found
+
+    def remove_damaged(self, records: Sequence[DamagedRecord]) -> int:
+        removed = 0
+        with self._write() as db:
+            for r in records:
+                if r.kind == "message":
+                    removed += _delete_messages(db, r.session_id, r.seq, r.seq + 1)
+                else:
+                    table = "turns" if r.kind == "turn" else "calls"
+                    removed += db.execute(
+                        f"DELETE FROM {table} WHERE session_id = ? AND seq = ?",
+                        (r.session_id, r.seq),
+                    ).rowcount
+        self._damage.forget(records)
+        return removed
+
     def close(self) -> None:
         """Close the database; the store cannot be used afterwards."""
         with self._lock:
@@ -547,6 +585,27 @@ class SqliteSessionStore:
 def _identity(path: Path) -> tuple[int, int]:
     st = os.stat(path)
     return st.st_dev, st.st_ino
+
+
+_RECORD_TABLES: tuple[tuple[RecordKind, str, str], ...] = (
+    ("turn", "turns", "data"),
+    ("message", "messages", "raw"),
+    ("call", "calls", "data"),
+)
+
+
+def _delete_messages(db: sqlite3.Connection, session_id: str, start: int, stop: int) -> int:
+    """Delete the session's messages with ``start <= seq < stop`` and move its counters
+    (inside the open transaction); returns how many went."""
+    where = "WHERE session_id = ? AND seq >= ? AND seq < ?"
+    count, tokens = db.execute(
+        f"SELECT COUNT(*), COALESCE(SUM(tokens), 0) FROM messages {where}",
+        (session_id, start, stop),
+    ).fetchone()
+    db.execute(f"DELETE FROM message_calls {where}", (session_id, start, stop))
+    db.execute(f"DELETE FROM messages {where}", (session_id, start, stop))
+    _count(db, session_id, -count, -tokens)
+    return int(count)
 
 
 def _count(db: sqlite3.Connection, session_id: str, messages: int, tokens: int) -> None:
