@@ -75,6 +75,8 @@ class SearchConfig(ConfigModel):
     max_query_chars: int = Field(100_000, ge=1)
     part_share: float = Field(0.5, ge=0.0, le=1.0)
     feedback: float = Field(0.5, ge=0.0, le=1.0)
+    conversation_weight: float = Field(0.5, ge=0.0, le=1.0)
+    conversation_turns: int = Field(2, ge=0, le=8)
     query_adapter: bool = True
     threads: int | None = Field(None, ge=1)
 
@@ -141,14 +143,18 @@ class HistoryConfig(ConfigModel):
 class LearningConfig(ConfigModel):
     """Learning from usage: how strongly the requests that led to an item's use shape its
     ranking (``weight`` at full evidence), from how many requests on (``min_evidence``), for
-    how long (``decay``: half-life in days, 0 = never), and how many recent requests per item
-    are kept for the nearest-request vote."""
+    how long (``decay``: half-life in days, 0 = never), how many recent requests per item
+    are kept for the nearest-request vote, from how many requests on an item is scored
+    wherever the cold ranking put it (``reach_evidence``), and how much a selected item lifts
+    the items used together with it (``companion_weight``, 0 = not at all)."""
 
     enabled: bool = True
     weight: float = Field(4.0, ge=0.0)
     min_evidence: int = Field(1, ge=1)
     decay: float = Field(0.0, ge=0.0)
     max_requests_per_item: int = Field(32, ge=1, le=10_000)
+    reach_evidence: int = Field(3, ge=1)
+    companion_weight: float = Field(0.25, ge=0.0)
 
 
 class LimitsConfig(ConfigModel):

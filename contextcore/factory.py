@@ -34,7 +34,9 @@ __all__ = [
 ]
 
 
-_PRESET_KEYS = frozenset({"top_k", "top_n", "include_score", "min_score", "min_score_tools"})
+_PRESET_KEYS = frozenset(
+    {"top_k", "top_n", "include_score", "min_score", "min_score_tools", "conversation_weight"}
+)
 
 
 def _inline(row: InlineItem, cls: type[Rule] | type[Reference], source: str) -> ContextItem:
@@ -90,6 +92,8 @@ def search_settings(config: BrokerConfig) -> SearchSettings:
         max_context_tokens=s.max_context_tokens,
         part_share=s.part_share,
         feedback=s.feedback,
+        conversation_weight=s.conversation_weight,
+        conversation_turns=s.conversation_turns,
         query_adapter=s.query_adapter,
         explicit=frozenset(s.model_fields_set & _PRESET_KEYS),
     )
@@ -124,6 +128,8 @@ def build_learner(config: BrokerConfig) -> UsageLearner | None:
         min_evidence=c.min_evidence,
         decay_days=c.decay,
         max_requests_per_item=c.max_requests_per_item,
+        reach_evidence=c.reach_evidence,
+        companion_weight=c.companion_weight,
     )
     return UsageLearner(settings)
 

@@ -86,7 +86,7 @@ class LearningSettings:
     reach_evidence: int = 3
     """Learned requests from which an item is scored wherever the cold ranking put it
     (below: only among the best 96 chunks)."""
-    companion_weight: float = 1.0
+    companion_weight: float = 0.25
     """Lift of a leading item's companions, as a share of its score at full co-use."""
 
 
@@ -270,7 +270,8 @@ class UsageLearner:
         self, query: str, query_vector: Vector, fused: npt.NDArray[np.float32], layout: Layout
     ) -> npt.NDArray[np.int64] | None:
         self.remember(query, query_vector)
-        if not self.settings.enabled or self.learned == 0 or self.settings.weight <= 0:
+        s = self.settings
+        if not s.enabled or self.learned == 0 or max(s.weight, s.companion_weight) <= 0:
             return None
         mapping = self._rows_of(layout)
         n, k = fused.size, min(4 * _CANDIDATES, fused.size)
@@ -287,7 +288,7 @@ class UsageLearner:
         near_chunks, near_rows = near_chunks[near], near_rows[near]
         chunks = np.concatenate((far_chunks, near_chunks))
         rows = np.concatenate((far_rows, near_rows))
-        if rows.size == 0:
+        if rows.size == 0:  # a leader with companions is a learned item in the pool
             return None
         boost = np.concatenate((centroid, self._unit[near_rows] @ query_vector))
         self._lift(fused, chunks, rows, boost, query_vector)
@@ -328,34 +329,45 @@ class UsageLearner:
         layout: Layout,
         mapping: _Rows,
     ) -> npt.NDArray[np.int64]:
-        """Lift the companions of the best items among ``pool``; returns the chunks lifted
-        that are not in ``pool``."""
+        """Lift the companions of the best items among ``pool``, each to at most just below
+        the leader that brings it; returns the chunks lifted that are not in ``pool``."""
         if not self._co or self.settings.companion_weight <= 0:
             return np.zeros(0, dtype=np.int64)
-        lifts: dict[int, float] = {}
-        decay = self._decay_now()
+        targets: dict[int, np.float32] = {}
         for position in leading_items(fused, pool, layout.owner, _LEADERS):
             row = int(mapping.row_at[position])
-            score = _item_score(fused, layout, position)
-            if row < 0 or score <= 0 or self._counts[row] <= 0:
+            if row < 0 or self._counts[row] <= 0:
                 continue
-            for other, together in self._co.companions(row).items():
+            leader = np.float32(_item_score(fused, layout, position))
+            below = np.nextafter(leader, np.float32(-np.inf))
+            for other, lift in self._companion_lifts(row, leader):
                 place = int(mapping.position_of_row[other])
                 if place < 0:
                     continue
-                evidence = together * decay
-                share = min(1.0, together / float(self._counts[row]))
-                lift = share * evidence / (evidence + _COMPANION_HALF) * score
-                lifts[place] = max(lifts.get(place, 0.0), lift)
+                chunk = _best_chunk(fused, layout, place)
+                target = min(fused[chunk] + lift, below)
+                if target > targets.get(chunk, fused[chunk]):
+                    targets[chunk] = target
+        for chunk, target in targets.items():
+            fused[chunk] = target
+        lifted = np.fromiter(targets, dtype=np.int64, count=len(targets))
+        return lifted[~np.isin(lifted, pool)]
+
+    def _companion_lifts(self, row: int, leader: np.float32) -> list[tuple[int, np.float32]]:
+        """The rows used together with ``row`` and how much its score ``leader`` lifts
+        each: more the more often they came together, never when the leader scores <= 0."""
+        if leader <= 0:
+            return []
+        decay = self._decay_now()
+        count = float(self._counts[row])
         weight = self.settings.companion_weight
-        lifted = []
-        for place, lift in lifts.items():
-            chunk = _best_chunk(fused, layout, place)
-            if np.isfinite(fused[chunk]):
-                fused[chunk] += np.float32(weight * lift)
-                lifted.append(chunk)
-        chosen = np.asarray(lifted, dtype=np.int64)
-        return chosen[~np.isin(chosen, pool)]
+        lifts = []
+        for other, together in self._co.companions(row).items():
+            evidence = together * decay
+            share = min(1.0, together / count)
+            lift = weight * share * evidence / (evidence + _COMPANION_HALF) * float(leader)
+            lifts.append((other, np.float32(lift)))
+        return lifts
 
     def _nearest(
         self, rows: npt.NDArray[np.int64], query_vector: Vector
