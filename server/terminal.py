@@ -17,9 +17,11 @@ __all__ = ["EscapingFormatter", "escape", "escape_lines"]
 
 # C0 controls and DEL, C1 controls, and the invisible format characters that reorder or hide
 # text: bidi embeddings, overrides, isolates and marks, zero-width characters, line and
-# paragraph separators, the byte order mark, and the interlinear annotation characters.
+# paragraph separators, the byte order mark, the interlinear annotation characters, and the
+# tag characters (invisible ASCII look-alikes).
 _UNSAFE = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb]"
+    "[\x00-\x1f\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff"
+    "\ufff9-\ufffb\U000e0000-\U000e007f]"
 )
 
 
@@ -31,7 +33,9 @@ def _visible(match: re.Match[str]) -> str:
     code = ord(char)
     if char in _NAMED:
         return _NAMED[char]
-    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def escape(text: str) -> str:

@@ -18,7 +18,8 @@ FIXTURE = Path(__file__).parent / "fixtures" / "poisoned_server.py"
 OSC52 = "\x1b]52;c;aGFja2Vk\x07"  # sets the clipboard to "hacked"
 CSI_C1 = "\x9b2J"  # clears the screen with the one-byte C1 introducer
 RLO = "\u202e"  # right-to-left override
-UNSAFE = ("\x1b", "\x07", "\x9b", RLO)
+TAG_A = "\U000e0041"  # an invisible tag character
+UNSAFE = ("\x1b", "\x07", "\x9b", RLO, TAG_A)
 TOOL = {
     "name": f"wipe{OSC52}",
     "description": f"Wipes a folder.{OSC52}{CSI_C1}{RLO}",
@@ -27,7 +28,12 @@ TOOL = {
         "properties": {f"path{OSC52}{RLO}": {"type": "string", "description": "Folder."}},
     },
 }
-DYING = f"import sys; sys.stderr.write('boom {OSC52}{CSI_C1}{RLO} end\\n'); sys.exit(3)"
+# Written as Python escapes, so the config file itself holds plain ASCII.
+DYING = (
+    "import sys; sys.stderr.write("
+    + repr(f"boom {OSC52}{CSI_C1}{RLO}{TAG_A} end\n").encode("ascii", "backslashreplace").decode()
+    + "); sys.exit(3)"
+)
 
 
 @pytest.fixture
@@ -72,7 +78,7 @@ def test_check_prints_a_downstreams_stderr_and_tool_names_escaped(config: Path) 
     code, output = _cli("check", "--log-level", "INFO", "--config", str(config))
     assert code == 2, output  # the dying server is not connected
     _assert_terminal_safe(output)
-    assert "boom \\x1b]52;c;aGFja2Vk\\x07\\x9b2J\\u202e end" in output, output
+    assert "boom \\x1b]52;c;aGFja2Vk\\x07\\x9b2J\\u202e\\U000e0041 end" in output, output
 
 
 def test_tools_status_prints_held_tool_names_and_parameters_escaped(config: Path) -> None:
