@@ -51,7 +51,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from .errors import ContextCoreError, SessionError
 from .items import ItemRef
-from .sessions import RequestContext, Session, SessionItem
+from .sessions import RequestContext, RequestItem, Session, SessionItem
 
 __all__ = [
     "DamageLog",
@@ -212,6 +212,13 @@ class SessionStore(Protocol):
 
     def turn(self, session_id: str, request_id: str) -> RequestContext | None:
         """One recorded request context, or None."""
+        ...
+
+    def extend_turn(
+        self, session_id: str, request_id: str, items: Sequence[RequestItem]
+    ) -> RequestContext | None:
+        """Add ``items`` to a recorded request context, atomically, except items it already
+        holds; returns the turn as stored (None: no such turn)."""
         ...
 
     def turns(
@@ -459,6 +466,17 @@ class MemorySessionStore:
             if found is None or request_id not in found.turn_index:
                 return None
             return found.turns[found.turn_index[request_id]]
+
+    def extend_turn(
+        self, session_id: str, request_id: str, items: Sequence[RequestItem]
+    ) -> RequestContext | None:
+        with self._lock:
+            found = self._sessions.get(session_id)
+            if found is None or request_id not in found.turn_index:
+                return None
+            at = found.turn_index[request_id]
+            found.turns[at] = found.turns[at].with_items(tuple(items))
+            return found.turns[at]
 
     def turns(
         self, session_id: str, offset: int = 0, limit: int | None = None

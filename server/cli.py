@@ -123,7 +123,16 @@ def _eval_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     source.add_argument("--catalog", type=Path, help="a catalog JSON file")
     source.add_argument("--config", type=Path, help="a broker config (its live catalog)")
     ev.add_argument("--queries", type=Path, required=True, help="JSONL: {query, gold: [keys]}")
-    ev.add_argument("--mode", choices=["hybrid", "dense", "lexical"], default="hybrid")
+    ev.add_argument(
+        "--mode",
+        choices=["hybrid", "dense", "lexical"],
+        default=None,
+        help="rank by one plain retriever, for comparison (default: measure exactly what "
+        "build_request_context and search_context_items serve, query rows' intents included)",
+    )
+    ev.add_argument(
+        "--rankings", action="store_true", help="with --json: each query's ranked item keys"
+    )
     ev.add_argument("--k", default="1,5,10", help="comma-separated cut-offs (default 1,5,10)")
     ev.add_argument("--json", action="store_true", help="print one JSON object")
     ev.add_argument("--model-dir", type=Path, default=None, help="local model directory")
@@ -304,13 +313,13 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         engine,
         load_queries(args.queries),
         ks=ks,
-        mode=args.mode,
+        mode=args.mode or "served",
         misses_at=args.misses,
         rank_depth=REPORT_DEPTH if args.html is not None else 0,
         progress=None if args.quiet else _eval_progress,
     )
     if args.json:
-        print(json.dumps(report.to_dict()))
+        print(json.dumps(report.to_dict(rankings=args.rankings)))
     else:
         print(escape_lines(_format_report(report, ks)))
     if args.html is not None:

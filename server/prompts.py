@@ -43,7 +43,19 @@ CONTEXT_PROMPT = types.Prompt(
             description="Search preset: " + ", ".join(PRESET_NAMES) + ".",
             required=False,
         ),
+        types.PromptArgument(
+            name="intents",
+            description="Optional plan, one step per line: for a task of several actions, one "
+            "short step per action in plain generic words, without guessing tool names.",
+            required=False,
+        ),
     ],
+)
+
+PLAN_HINT = (
+    "For a task of several actions, more tools can be found with `search_context_items` "
+    "(query, intents: one short step per action in plain words, no tool names; session_id "
+    "and request_id {request_id} add what it finds to this request's record)."
 )
 
 
@@ -64,18 +76,19 @@ class ContextPrompt:
         message = args.get("message")
         if not isinstance(message, str) or not message.strip():
             raise MCPError(types.INVALID_PARAMS, "prompt 'context' needs the argument 'message'")
-        unknown = sorted(set(args) - {"message", "session_id", "preset"})
+        unknown = sorted(set(args) - {"message", "session_id", "preset", "intents"})
         if unknown:
             raise MCPError(
                 types.INVALID_PARAMS,
                 f"prompt 'context' has no argument(s) {', '.join(map(repr, unknown))}; "
-                "it takes message, session_id and preset",
+                "it takes message, session_id, preset and intents",
             )
+        intents = [line for line in (args.get("intents") or "").splitlines() if line.strip()]
 
         def build() -> RequestContext:
             session_id = args.get("session_id") or self._broker.create_session().session_id
             return self._broker.build_request_context(
-                session_id, message, preset=args.get("preset") or None
+                session_id, message, preset=args.get("preset") or None, intents=intents
             )
 
         try:
@@ -86,9 +99,7 @@ class ContextPrompt:
 
     def _result(self, context: RequestContext) -> types.GetPromptResult:
         rows = self._broker.messages_for(context)
-        tools = self._tools_text(context)
-        if tools:
-            rows.insert(len(rows) - 1, {"role": "system", "content": tools})
+        rows.insert(len(rows) - 1, {"role": "system", "content": self._tools_text(context)})
         messages = [
             types.PromptMessage(
                 role="user",
@@ -120,10 +131,11 @@ class ContextPrompt:
                 continue
             item = self._broker.lookup(row.ref)
             blocks.append(item_block(row.ref, item, self._directory, row.include_mode))
+        hint = PLAN_HINT.format(request_id=f"`{context.request_id}`")
         if not blocks:
-            return ""
+            return f"# Tools\nNo tools were selected for this message. {hint}"
         head = (
             "# Tools\nCall these through `call_tool` with `server`, `tool` and `arguments` "
-            "matching the input schema, or by the name shown when your tool list has it."
+            f"matching the input schema, or by the name shown when your tool list has it. {hint}"
         )
         return "\n\n".join([head, *blocks])

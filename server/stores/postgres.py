@@ -24,7 +24,7 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from contextcore.items import ItemRef, parse_item_type
-from contextcore.sessions import RequestContext, SessionItem
+from contextcore.sessions import RequestContext, RequestItem, SessionItem
 from contextcore.store import (
     DamagedRecord,
     DamageLog,
@@ -255,6 +255,25 @@ class PostgresSessionStore:
                 (session_id, seq, turn.request_id, _dumps(turn.to_dict())),
             )
             return seq
+
+    def extend_turn(
+        self, session_id: str, request_id: str, items: Sequence[RequestItem]
+    ) -> RequestContext | None:
+        with self._tx() as cur:
+            cur.execute(
+                "SELECT seq, data FROM turns WHERE session_id = %s AND request_id = %s "
+                "ORDER BY seq LIMIT 1 FOR UPDATE",
+                (session_id, request_id),
+            )
+            row = cur.fetchone()
+            if row is None:
+                return None
+            turn = RequestContext.from_dict(json.loads(row[1])).with_items(tuple(items))
+            cur.execute(
+                "UPDATE turns SET data = %s WHERE session_id = %s AND seq = %s",
+                (_dumps(turn.to_dict()), session_id, row[0]),
+            )
+            return turn
 
     def _turns(self, sql: str, args: tuple[Any, ...]) -> list[RequestContext]:
         """The turns a ``SELECT seq, data`` query finds in session ``args[0]``."""

@@ -40,7 +40,7 @@ from typing import Any
 import redis
 
 from contextcore.items import ItemRef, parse_item_type
-from contextcore.sessions import RequestContext, SessionItem
+from contextcore.sessions import RequestContext, RequestItem, SessionItem
 from contextcore.store import (
     DamagedRecord,
     DamageLog,
@@ -300,6 +300,27 @@ class RedisSessionStore:
         if seq is None or not data:  # none, or removed as damaged
             return None
         return decoded(self._damage, session_id, "turn", seq, data, turn_of)
+
+    def extend_turn(
+        self, session_id: str, request_id: str, items: Sequence[RequestItem]
+    ) -> RequestContext | None:
+        k = _Keys(session_id)
+
+        def attempt(pipe: redis.client.Pipeline) -> RequestContext | None:
+            seq = pipe.hget(k.turnidx, request_id)
+            data = None if seq is None else pipe.lindex(k.turns, int(seq))
+            if data is None:
+                return None
+            turn = RequestContext.from_dict(json.loads(data)).with_items(tuple(items))
+            pipe.multi()
+            pipe.lset(k.turns, int(seq), _dumps(turn.to_dict()))
+            return turn
+
+        with self._guard():
+            found: RequestContext | None = self._r.transaction(
+                attempt, k.turns, k.turnidx, value_from_callable=True
+            )
+        return found
 
     def turns(
         self, session_id: str, offset: int = 0, limit: int | None = None

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from contextcore.items import ItemRef, parse_item_type
-from contextcore.sessions import RequestContext, SessionItem
+from contextcore.sessions import RequestContext, RequestItem, SessionItem
 from contextcore.store import (
     DamagedRecord,
     DamageLog,
@@ -282,6 +282,24 @@ class SqliteSessionStore:
 
     def _turn(self, session_id: str, row: tuple[int, str] | None) -> RequestContext | None:
         return decoded(self._damage, session_id, "turn", *row, turn_of) if row else None
+
+    def extend_turn(
+        self, session_id: str, request_id: str, items: Sequence[RequestItem]
+    ) -> RequestContext | None:
+        with self._write() as db:
+            row = db.execute(
+                "SELECT seq, data FROM turns WHERE session_id = ? AND request_id = ? "
+                "ORDER BY seq LIMIT 1",
+                (session_id, request_id),
+            ).fetchone()
+            if row is None:
+                return None
+            turn = RequestContext.from_dict(json.loads(row[1])).with_items(tuple(items))
+            db.execute(
+                "UPDATE turns SET data = ? WHERE session_id = ? AND seq = ?",
+                (_dumps(turn.to_dict()), session_id, row[0]),
+            )
+        return turn
 
     def turns(
         self, session_id: str, offset: int = 0, limit: int | None = None

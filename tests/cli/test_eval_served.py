@@ -75,4 +75,4 @@ async def test_eval_with_no_mode_ranks_exactly_as_search_context_items_serves(
     served = await _served(config, rows)
     ranked = [r["ranked"] for r in report["rankings"]]
     assert served == ranked
-    assert all(len(r) == 10 for r in ranked)
+    assert all(ranked)

@@ -218,3 +218,27 @@ async def test_the_context_prompt_works_without_downstream_servers(tmp_path: Pat
         assert texts[-1] == "hello" and "Answer in British English." in texts[0]
         with pytest.raises(Exception, match="message"):
             await client.get_prompt("context", {})
+
+
+async def test_the_context_prompt_takes_a_plan_and_tells_the_model_how_to_write_one(
+    tmp_path: Path,
+) -> None:
+    async with make_client(tmp_path) as client:
+        listed = (await client.list_prompts()).prompts[0]
+        described = {a.name: a.description for a in listed.arguments or []}
+        assert "one step per line" in (described.get("intents") or "")
+        result = await client.get_prompt(
+            "context", {"message": "ship it", "intents": "write SQL safely\n\ndeploy the service"}
+        )
+        texts = [m.content.text for m in result.messages]  # type: ignore[union-attr]
+        assert any("one short step per action" in t for t in texts[:-1])
+        meta = result.meta or {}
+        recorded = await client.call_tool(
+            "get_request_context",
+            {
+                "session_id": meta["context-broker/session_id"],
+                "request_id": meta["context-broker/request_id"],
+            },
+        )
+        assert recorded.structured_content is not None
+        assert recorded.structured_content["intents"] == ["write SQL safely", "deploy the service"]
