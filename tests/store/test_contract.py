@@ -91,6 +91,23 @@ def test_turns_are_appended_in_order_and_found_by_request_id(store: SessionStore
     assert store.last_turn(new_session(store)) is None
 
 
+def test_a_later_search_extends_a_recorded_turn_with_what_it_found_once(
+    store: SessionStore,
+) -> None:
+    sid = new_session(store)
+    for n in range(3):
+        store.append_turn(sid, turn(sid, n))
+    target = turn(sid, 1)
+    found = RequestItem(REF, "agent", 0.5, "deploy the service", "search")
+    again = RequestItem(REF, "agent", 0.9)
+    extended = store.extend_turn(sid, target.request_id, [found])
+    assert extended is not None and extended.items == (*target.items, found)
+    assert store.extend_turn(sid, target.request_id, [again]) == extended  # held already
+    assert store.turn(sid, target.request_id) == extended
+    assert store.turns(sid) == [turn(sid, 0), extended, turn(sid, 2)]
+    assert store.extend_turn(sid, "r_missing", [found]) is None
+
+
 def test_messages_get_consecutive_sequence_numbers_and_read_back_as_stored(
     store: SessionStore,
 ) -> None:
