@@ -244,8 +244,11 @@ def search_cost(queries: int = 300) -> None:
     vectors = RandomEmbedder().embed(texts)
     learner = UsageLearner()
     learned = RandomEmbedder().embed([f"request {i}" for i in range(10_000)])
-    for i, vector in enumerate(learned):
-        learner.learn(refs[rng.randrange(len(refs))], vector, session_id=f"s{i % 100}", at=0.0)
+    turn = 0
+    for vector in learned:
+        turn += rng.random() < 0.5  # turns of one to a few items: their items are companions
+        ref = refs[rng.randrange(len(refs))]
+        learner.learn(ref, vector, session_id=f"s{turn % 100}", at=0.0, turn=turn)
     wall: dict[str, list[float]] = {"without": [], "with": []}
     cpu: dict[str, list[float]] = {"without": [], "with": []}
     runs = (("without", None), ("with", learner))
@@ -258,8 +261,10 @@ def search_cost(queries: int = 300) -> None:
                 engine.search(text, query_vector=vector, top_k=20, top_n=5)
                 cpu[label].append(time.thread_time() - start_cpu)
                 wall[label].append(time.perf_counter() - start)
+    reaching = learner._reaching().rows.size
     print(
-        f"\nsearch p50 at 10,000 chunks, 10,000 learned requests over {len(learner.items())} items"
+        f"\nsearch p50 at 10,000 chunks, 10,000 learned requests over {len(learner.items())} "
+        f"items ({reaching} with at least reach_evidence requests), {turn} turns"
     )
     for name, timings in (("wall", wall), ("CPU", cpu)):
         without, with_ = median(timings["without"]) * 1000, median(timings["with"]) * 1000

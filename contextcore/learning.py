@@ -378,7 +378,9 @@ class UsageLearner:
         kept = slots >= 0
         sims = np.zeros(slots.shape, dtype=np.float32)
         sims[kept] = self._requests[slots[kept]] @ query_vector
-        nearest: npt.NDArray[np.float32] = sims.max(axis=1)  # empty places keep it >= 0
+        nearest: npt.NDArray[np.float32] = sims.max(axis=1)
+        # A full ring has no empty place holding 0: the vote must still never be negative.
+        np.maximum(nearest, 0.0, out=nearest)
         return nearest
 
     # -- internals ------------------------------------------------------------------------

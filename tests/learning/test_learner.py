@@ -96,3 +96,97 @@ def test_forgetting_a_session_ranks_as_a_learner_that_never_saw_it() -> None:
     assert both.memory_bytes() == size + len(refs) * vector(QUERY).nbytes
     for ask in asks:
         assert ranking(engine(both), ask) == ranking(engine(only), ask)
+
+
+WORDS = [
+    "invoice",
+    "ledger",
+    "pixel",
+    "kernel",
+    "harbor",
+    "violin",
+    "glacier",
+    "cactus",
+    "orbit",
+    "lantern",
+    "quartz",
+    "meadow",
+    "falcon",
+    "tundra",
+    "copper",
+    "sonnet",
+    "walnut",
+    "prism",
+    "canyon",
+    "beacon",
+    "ember",
+    "saffron",
+    "cobalt",
+    "willow",
+    "marble",
+    "thistle",
+    "nimbus",
+    "garnet",
+    "fjord",
+    "juniper",
+]
+
+
+def big_engine(learner: UsageLearner | None) -> SearchEngine:
+    """300 rules of unrelated words and one, ``sleep-check``, that no request names."""
+    rules = [
+        Rule(name=f"rule-{i}", text=" ".join(WORDS[(i * 7 + j * 3) % len(WORDS)] for j in range(6)))
+        for i in range(300)
+    ]
+    rules.append(Rule(name="sleep-check", text="timezone offset lookup table"))
+    return SearchEngine(Catalog(rules), HashEmbedder(), learner=learner)
+
+
+SLEEP = ItemRef("rule", "sleep-check")
+ASKS = ["would calling grandma now wake her", "would calling grandpa now wake him"]
+
+
+def keys(e: SearchEngine, query: str, top_n: int = 5) -> list[str]:
+    hits = e.search(query, top_n=top_n, top_k=10_000, apply_include_score=False).hits
+    return [h.ref.key for h in hits]
+
+
+def test_an_item_with_reach_evidence_is_lifted_from_anywhere_one_without_only_near_the_top() -> (
+    None
+):
+    query = "would calling auntie now wake her"
+    assert SLEEP.key not in keys(big_engine(None), query, top_n=150)
+    for reach, found in ((3, True), (4, False)):
+        learner = UsageLearner(LearningSettings(reach_evidence=reach))
+        for ask in [*ASKS, "would calling my uncle now wake him"]:
+            learner.learn(SLEEP, vector(ask), session_id="s1", at=0.0)
+        assert (keys(big_engine(learner), query)[:1] == [SLEEP.key]) is found
+
+
+def test_a_leading_items_companions_come_right_after_it_and_forgetting_removes_them() -> None:
+    query = "how do I roll back a failed deployment"
+    cold = ranking(engine(None), query)
+    leader, companion = ItemRef("rule", cold[0][0].split(":")[1]), ItemRef("rule", "naming")
+    assert companion.key != cold[1][0]
+    learner = UsageLearner(LearningSettings(weight=0.0, companion_weight=1.0))
+    for turn in range(3):
+        for ref in (leader, companion):
+            learner.learn(ref, vector(f"unrelated ask {turn}"), session_id="s1", turn=turn)
+    learned = ranking(engine(learner), query)
+    assert [k for k, _ in learned][:2] == [leader.key, companion.key]
+    learner.forget("s1")
+    assert ranking(engine(learner), query) == cold
+
+
+def test_forgetting_a_session_removes_exactly_the_companions_it_taught() -> None:
+    refs = [TARGET, ItemRef("rule", "naming"), ItemRef("rule", "code-review")]
+    both, only = UsageLearner(), UsageLearner()
+    for turn in range(4):
+        for i, ref in enumerate(refs[: 2 + turn % 2]):
+            ask = f"ask {turn} {i}"
+            both.learn(ref, vector(ask), session_id="s1", turn=turn)
+            both.learn(refs[(i + 1) % 3], vector(ask), session_id="s2", turn=turn)
+            only.learn(refs[(i + 1) % 3], vector(ask), session_id="s2", turn=turn)
+    both.forget("s1")
+    for ask in [QUERY, "name this variable", "review my change"]:
+        assert ranking(engine(both), ask) == ranking(engine(only), ask)
