@@ -350,8 +350,8 @@ class UsageLearner:
                     targets[chunk] = target
         for chunk, target in targets.items():
             fused[chunk] = target
-        lifted = np.fromiter(targets, dtype=np.int64, count=len(targets))
-        return lifted[~np.isin(lifted, pool)]
+        in_pool = set(pool.tolist())
+        return np.asarray([c for c in targets if c not in in_pool], dtype=np.int64)
 
     def _companion_lifts(self, row: int, leader: np.float32) -> list[tuple[int, np.float32]]:
         """The rows used together with ``row`` and how much its score ``leader`` lifts
