@@ -22,7 +22,8 @@ The nearest-request vote is cast for the ``_VOTERS`` best of them after the cent
 Tools used together: items used for the same turn are companions (:mod:`.co_use`). After the
 usage lift, the best ``_LEADERS`` items lift their companions by
 ``companion_weight * share * c / (c + 2) * leader's score`` (``c`` the decayed count of turns
-that used both, ``share`` the part of the leader's learned requests that did).
+that used both, ``share`` the part of the leader's learned requests that did), never past the
+leader: a companion comes with the item that brings it, not ahead of it.
 
 Cost per search on top of today's: one partial sort that the search reuses to pick its top
 chunks, the product with the reaching items' centroids, a product with at most 96 other
