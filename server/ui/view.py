@@ -43,6 +43,8 @@ class ViewItem(Out):
     label: str
     include_mode: Literal["always", "manual", "agent"]
     similarity_score: float | None
+    intent: str | None = None
+    via: str | None = None
     description: str
     priority: int | None
     in_catalog: bool
@@ -64,6 +66,7 @@ class RequestView(Out):
     summary: str
     search_mode: str | None
     warnings: list[str]
+    intents: list[str] = []
     columns: Columns
 
 
@@ -80,6 +83,8 @@ def _view_item(broker: ContextBroker, row: RequestItem) -> ViewItem:
         label=label,
         include_mode=row.include_mode,
         similarity_score=row.similarity_score,
+        intent=row.intent,
+        via=row.via,
         description=item.description if item is not None else "",
         priority=priority,
         in_catalog=item is not None,
@@ -98,6 +103,7 @@ def view_of(broker: ContextBroker, context: RequestContext) -> RequestView:
         summary=summary_line(context.items),
         search_mode=context.search_mode,
         warnings=list(context.warnings),
+        intents=list(context.intents),
         columns=Columns(
             rules=[r for r in rows if r.type == "rule"],
             references=[r for r in rows if r.type == "reference"],

@@ -26,6 +26,8 @@
     }
     line.appendChild(badge);
     li.appendChild(line);
+    if (item.intent) li.appendChild(el("div", "cb-why", "for step: " + item.intent));
+    if (item.via === "search") li.appendChild(el("div", "cb-why", "found by a later search"));
     if (item.description) li.appendChild(el("div", "cb-desc", item.description));
     else if (item.in_catalog === false) li.appendChild(el("div", "cb-desc cb-gone", "no longer in the catalog"));
     return li;
@@ -57,6 +59,13 @@
     if (view.search_mode) meta.push("search: " + view.search_mode);
     header.appendChild(el("div", "cb-meta", meta.filter(Boolean).join(" · ")));
     if (view.message) header.appendChild(el("div", "cb-message", view.message));
+    if (view.intents && view.intents.length) {
+      var plan = el("ol", "cb-plan");
+      plan.dataset.role = "plan";
+      view.intents.forEach(function (step) { plan.appendChild(el("li", null, step)); });
+      header.appendChild(el("div", "cb-plan-title", "Plan searched"));
+      header.appendChild(plan);
+    }
     (view.warnings || []).forEach(function (w) { header.appendChild(el("div", "cb-warning", "⚠ " + w)); });
     root.appendChild(header);
     var grid = el("div", "cb-columns");
@@ -76,6 +85,7 @@
         type: r.type, name: r.name, server: r.server,
         label: r.type === "tool" ? r.server + "." : "—",
         include_mode: r.include_mode, similarity_score: r.similarity_score,
+        intent: r.intent || null, via: r.via || null,
         description: "", priority: null, in_catalog: true
       };
     });
@@ -86,6 +96,7 @@
     return {
       session_id: sc.session_id, request_id: sc.request_id, timestamp: sc.timestamp,
       message: sc.message || "", summary: sc.summary, search_mode: sc.search_mode,
+      intents: sc.intents || [],
       warnings: sc.warnings || [],
       columns: { rules: by("rule"), references: by("reference"), tools: tools }
     };
