@@ -66,7 +66,7 @@ class RequestView(Out):
     summary: str
     search_mode: str | None
     warnings: list[str]
-    intents: list[str] = []
+    intents: list[str] = Field(default_factory=list)
     columns: Columns
 
 
