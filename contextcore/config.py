@@ -75,7 +75,7 @@ class SearchConfig(ConfigModel):
     max_query_chars: int = Field(100_000, ge=1)
     part_share: float = Field(0.5, ge=0.0, le=1.0)
     feedback: float = Field(0.5, ge=0.0, le=1.0)
-    conversation_weight: float = Field(0.5, ge=0.0, le=1.0)
+    conversation_weight: float = Field(1.0, ge=0.0, le=1.0)
     conversation_turns: int = Field(2, ge=0, le=8)
     query_adapter: bool = True
     threads: int | None = Field(None, ge=1)

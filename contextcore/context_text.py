@@ -91,6 +91,8 @@ def _mode(row: RequestItem, intents: Sequence[str] = ()) -> str:
         why += f", step {step}" if step is not None else f", for {row.intent!r}"
     if row.via == "search":
         why += ", found by a later search"
+    elif row.via == "conversation":
+        why += ", carried from the conversation" + (f" (turn {row.turn})" if row.turn else "")
     return why
 
 
@@ -134,6 +136,9 @@ def _header(context: RequestContext) -> list[str]:
     if context.intents:
         steps = "; ".join(f"{n}. {step}" for n, step in enumerate(context.intents, 1))
         lines.append(f"Plan searched: {steps}")
+    if context.context_turns:
+        turns = ", ".join(context.context_turns)
+        lines.append(f"Earlier turns that brought items in: {turns}")
     if not context.items:
         lines.append("No rules, references or tools were selected for this message.")
     return lines

@@ -1,9 +1,11 @@
 """Search presets (``conservative``, ``normal``, ``aggressive``) and how the parameters in
 force for one request are resolved from the config, the session and the call.
 
-A preset sets ``top_n``, ``include_score`` and the two relevance floors (``top_k`` comes from
+A preset sets ``top_n``, ``include_score``, the two relevance floors (``top_k`` comes from
 the config or the call): ``min_score`` for
-rules and references, ``min_score_tools`` for tools. Later sources win: the config's preset,
+rules and references, ``min_score_tools`` for tools, and ``conversation_weight``, how much a
+follow-up's earlier turns count (``conservative`` selects for the message alone, so a session
+created with it is not led by its past). Later sources win: the config's preset,
 then values the config sets explicitly, then the session's preset, then the call's preset,
 then values the call sets explicitly.
 """
@@ -32,6 +34,7 @@ class Selection:
     include_score: float
     min_score: float
     min_score_tools: float
+    conversation_weight: float = 0.0
 
     def floors(self) -> dict[ItemType, float]:
         """The relevance floor per item type."""
@@ -45,18 +48,26 @@ class Selection:
             "include_score": self.include_score,
             "min_score": self.min_score,
             "min_score_tools": self.min_score_tools,
+            "conversation_weight": self.conversation_weight,
         }
 
 
 # Floors calibrated on the development sets (benchmarks/relevance.py): at "normal", clearly
 # off-topic messages select nothing while recall@5 on MetaTool drops by less than one point.
 PRESETS: dict[PresetName, Selection] = {
-    "conservative": Selection("conservative", 20, 3, 0.8, 0.35, 0.32),
-    "normal": Selection("normal", 20, 5, 0.7, 0.25, 0.22),
-    "aggressive": Selection("aggressive", 20, 10, 0.6, 0.15, 0.12),
+    "conservative": Selection("conservative", 20, 3, 0.8, 0.35, 0.32, 0.0),
+    "normal": Selection("normal", 20, 5, 0.7, 0.25, 0.22, 1.0),
+    "aggressive": Selection("aggressive", 20, 10, 0.6, 0.15, 0.12, 1.0),
 }
 
-_FIELDS = ("top_k", "top_n", "include_score", "min_score", "min_score_tools")
+_FIELDS = (
+    "top_k",
+    "top_n",
+    "include_score",
+    "min_score",
+    "min_score_tools",
+    "conversation_weight",
+)
 
 
 def parse_preset(value: object, *, field: str = "preset") -> PresetName:

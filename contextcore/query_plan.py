@@ -8,16 +8,20 @@ text of the plan and combines the scores per chunk:
   part_share)``: the whole request leads, a tool that fits one of its parts well comes up, and
   the scale stays that of one cosine so the relevance floors keep their meaning;
 - with intents, a chunk scores its best intent, so each step finds its own tools; the message
-  itself is not one of the steps (a long message would otherwise outvote every step).
+  itself is not one of the steps (a long message would otherwise outvote every step);
+- with a conversation (the session's earlier messages a follow-up depends on), one more
+  column scores the earlier messages and this one together; it lifts a chunk toward that
+  score by ``context_weight`` and never lowers one (see :mod:`contextcore.conversation`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from .errors import SearchInputError
+from .items import ItemRef
 
 __all__ = ["MAX_INTENTS", "MAX_INTENT_CHARS", "QueryPlan", "check_intents", "split_parts"]
 
@@ -29,7 +33,9 @@ _BOUNDARY = re.compile(
     r"(?<=[.!?;:])\s+|\n+|,?\s+(?:and then|then|after that|afterwards|finally|next)\s+",
     re.IGNORECASE,
 )
-_LEADING = re.compile(r"^(?:and then|then|and|also|after that|afterwards|finally|next)\b[\s,]*", re.I)
+_LEADING = re.compile(
+    r"^(?:and then|then|and|also|after that|afterwards|finally|next)\b[\s,]*", re.I
+)
 _MIN_PART_WORDS = 3
 _MAX_PARTS = 8
 
@@ -70,18 +76,45 @@ def check_intents(intents: object, *, field: str = "intents") -> tuple[str, ...]
 @dataclass(frozen=True)
 class QueryPlan:
     """The texts one search embeds, in one batch: the message, then its parts (used only
-    without intents), then the intents."""
+    without intents), then the intents, then the earlier messages of the conversation."""
 
     message: str
     parts: tuple[str, ...] = ()
     intents: tuple[str, ...] = ()
+    context: tuple[str, ...] = ()
+    """The conversation's earlier messages, oldest first (only with a ``context_weight``)."""
+    context_weight: float = 0.0
+    carried: frozenset[ItemRef] = frozenset()
+    """Items the earlier turns chose or called: candidates the conversation favours."""
 
     @classmethod
-    def of(cls, message: str, intents: Sequence[str] = (), *, split: bool = True) -> QueryPlan:
-        """The plan for ``message`` and ``intents`` (already checked)."""
+    def of(
+        cls,
+        message: str,
+        intents: Sequence[str] = (),
+        *,
+        split: bool = True,
+        context: Sequence[str] = (),
+        context_weight: float = 0.0,
+        carried: Iterable[ItemRef] = (),
+    ) -> QueryPlan:
+        """The plan for ``message`` and ``intents`` (already checked), with the earlier
+        ``context`` and ``carried`` items counting ``context_weight`` (none at 0)."""
         parts = tuple(split_parts(message)) if split and not intents else ()
-        return cls(message, parts, tuple(intents))
+        if context_weight <= 0 or not context:
+            return cls(message, parts, tuple(intents))
+        return cls(
+            message, parts, tuple(intents), tuple(context), context_weight, frozenset(carried)
+        )
 
     @property
     def texts(self) -> list[str]:
-        return [self.message, *self.parts, *self.intents]
+        """Every text the plan embeds."""
+        return [self.message, *self.parts, *self.intents, *self.context]
+
+    @property
+    def scored_texts(self) -> list[str]:
+        """One text per score column: the earlier messages count as one, said together with
+        this one."""
+        own = [self.message, *self.parts, *self.intents]
+        return [*own, " ".join([*self.context, self.message])] if self.context else own

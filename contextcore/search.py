@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -61,6 +62,11 @@ class SearchSettings:
     (pseudo-relevance feedback; 0 turns it off)."""
     query_adapter: bool = True
     """Map query vectors with the engine's query adapter, when it has one."""
+    conversation_weight: float = 1.0
+    """How far a follow-up's items are lifted toward the score of the conversation said
+    together (times how much the message depends on it; 0 turns it off)."""
+    conversation_turns: int = 2
+    """How many earlier turns (or a host's own user messages) a request reads."""
     explicit: frozenset[str] = frozenset()
     """The names of the settings above that the config set itself (they override its preset)."""
 
@@ -78,6 +84,8 @@ class SearchHit:
     rank: float | None = None
     """What results are ordered by, when it is not ``score``: the score after
     pseudo-relevance feedback."""
+    conversation: bool = False
+    """Whether the conversation's earlier messages lifted this item to its score."""
 
     @property
     def order(self) -> float:
@@ -129,6 +137,9 @@ class SearchEngine:
         self._index = ChunkIndex(cache or MemoryEmbeddingCache())
         self._synced_version = -1
         self._lock = threading.RLock()
+        # Recent messages' vectors: a follow-up's earlier messages were embedded for their
+        # own turn, so the conversation costs no extra embedding.
+        self._recent: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
 
     def _sync(self) -> None:
         version = self.catalog.version  # read first: a change during sync is seen next time
@@ -209,12 +220,25 @@ class SearchEngine:
         query_vector: Vectors | None = None,
         min_score: MinScore | None = None,
         intents: Sequence[str] = (),
+        context: Sequence[str] = (),
+        context_weight: float = 0.0,
+        carried: Collection[ItemRef] = (),
     ) -> SearchResult:
         """:meth:`search` for a caller that has checked ``query`` (a non-empty text) and
         ``intents`` (see :func:`check_intents`) and built ``settings`` itself; a query over
-        ``max_query_chars`` is still cut, with a warning."""
+        ``max_query_chars`` is still cut, with a warning. ``context`` holds the earlier
+        messages a follow-up depends on and ``carried`` the items its earlier turns chose or
+        called, counting ``context_weight`` (see :class:`QueryPlan`)."""
         query, warnings = _clipped(query, settings.max_query_chars)
-        plan = QueryPlan.of(query, intents, split=settings.part_share > 0)
+        earlier = [m[: settings.max_query_chars] for m in context if m.strip()]
+        plan = QueryPlan.of(
+            query,
+            intents,
+            split=settings.part_share > 0,
+            context=earlier,
+            context_weight=context_weight,
+            carried=carried,
+        )
         with self._lock:
             return self._search(
                 plan,
@@ -318,35 +342,48 @@ class SearchEngine:
     ) -> tuple[_View, _View, Vectors | None]:
         """The plan's scores as shown and floored, the scores items are ordered by (after
         feedback; the same view without it), and the plan's vectors before any adapter."""
-        lexical = _lexical_columns(layout, plan.texts)
+        lexical = _lexical_columns(layout, plan.scored_texts)
+        carry = _carry(layout, plan)
         if s.mode == "lexical":
-            view = _combined(plan, _masked(lexical.copy(), mask, layout), None, lexical, s)
+            columns = _masked(_carried(lexical.copy(), carry), mask, layout)
+            view = _combined(plan, columns, None, lexical, s)
             return view, view, None
         assert layout.matrix is not None
         raw = self._plan_vectors(plan, query_vector)
-        vectors = self._adapted(raw, s)
-        dense = layout.matrix @ vectors.T
+        vectors = _scored_vectors(plan, self._adapted(raw, s))
+        dense = _carried(layout.matrix @ vectors.T, carry)
         columns = _masked(_fused_columns(dense, lexical, s), mask, layout)
         view = _combined(plan, columns, dense, lexical, s)
         if s.feedback <= 0:
             return view, view, raw
         # Feedback orders the items; the score shown and floored stays the plan's own, so an
         # off-topic message (whose best items the feedback pulls closer) still selects nothing.
-        moved = _with_feedback(layout, columns, vectors, s.feedback)
-        order = _combined(
-            plan, _masked(_fused_columns(moved, lexical, s), mask, layout), moved, lexical, s
-        )
+        moved = _carried(_with_feedback(layout, columns, vectors, s.feedback), carry)
+        moved_columns = _fused_columns(moved, lexical, s)
+        order = _combined(plan, _masked(moved_columns, mask, layout), moved, lexical, s)
         return view, order, raw
 
     def _plan_vectors(self, plan: QueryPlan, query_vector: Vectors | None) -> Vectors:
-        """The plan's vectors in one batch (the message's is ``query_vector`` when given)."""
+        """The plan's vectors in one batch (the message's is ``query_vector`` when given;
+        earlier messages searched recently are not embedded again)."""
         assert self.embedder is not None
-        if query_vector is None:
-            return self.embedder.embed(plan.texts)
-        rest = plan.texts[1:]
-        if not rest:
-            return np.asarray(query_vector, dtype=np.float32)[None, :]
-        return np.vstack([query_vector, self.embedder.embed(rest)]).astype(np.float32)
+        texts = plan.texts
+        known = {i: self._recent[t] for i, t in enumerate(texts) if i and t in self._recent}
+        if query_vector is not None:
+            known[0] = np.asarray(query_vector, dtype=np.float32)
+        missing = [i for i in range(len(texts)) if i not in known]
+        if missing:
+            found = self.embedder.embed([texts[i] for i in missing])
+            known |= {i: np.asarray(found[n], dtype=np.float32) for n, i in enumerate(missing)}
+        out = np.vstack([known[i] for i in range(len(texts))]).astype(np.float32)
+        self._remember(plan.message, out[0])
+        return out
+
+    def _remember(self, message: str, vector: npt.NDArray[np.float32]) -> None:
+        self._recent[message] = vector
+        self._recent.move_to_end(message)
+        while len(self._recent) > _RECENT_VECTORS:
+            self._recent.popitem(last=False)
 
     def _adapted(self, vectors: Vectors, s: SearchSettings) -> Vectors:
         if self.adapter is None or not s.query_adapter:
@@ -390,6 +427,43 @@ def _clipped(query: str, limit: int) -> tuple[str, list[str]]:
         return query, []
     warning = f"query of {len(query)} characters truncated to the first {limit} for search"
     return query[:limit], [warning]
+
+
+_RECENT_VECTORS = 256
+
+# What an item the earlier turns chose or called gains under the conversation's column: a
+# follow-up ("same for Oslo") most often wants the tool it just had.
+_CARRY_BONUS = 0.2
+
+
+def _carry(layout: Layout, plan: QueryPlan) -> npt.NDArray[np.bool_] | None:
+    """Which chunks belong to the plan's carried items (None: no conversation, or none)."""
+    if not plan.context or not plan.carried:
+        return None
+    items = [layout.position[r] for r in plan.carried if r in layout.position]
+    if not items:
+        return None
+    return np.isin(layout.owner, items)
+
+
+def _carried(columns: Columns, carry: npt.NDArray[np.bool_] | None) -> Columns:
+    """``columns`` with the carried chunks' score under the conversation raised (in place;
+    the cosine, so the lift counts as closeness in meaning where floors ask for it)."""
+    if carry is not None:
+        columns[carry, -1] += _CARRY_BONUS
+    return columns
+
+
+def _scored_vectors(plan: QueryPlan, vectors: Vectors) -> Vectors:
+    """One vector per score column: the earlier messages' vectors and the message's,
+    averaged into the conversation's (said together, as :attr:`QueryPlan.scored_texts`)."""
+    if not plan.context:
+        return vectors
+    own = len(plan.texts) - len(plan.context)
+    together = vectors[own:].mean(axis=0) + vectors[0]
+    norm = float(np.linalg.norm(together))
+    together = together / norm if norm > 0 else together
+    return np.vstack([vectors[:own], together[None, :]]).astype(np.float32)
 
 
 # Share of the floor an item's cosine must reach on its own. The lexical part is scaled per
@@ -542,8 +616,8 @@ _FEEDBACK_ITEMS = 3
 
 @dataclass(frozen=True)
 class _View:
-    """The plan's columns combined into one score per chunk, and which intent gave it
-    (-1: the message)."""
+    """The plan's columns combined into one score per chunk, and which text gave it (-1:
+    the message, ``_CONVERSATION``: the conversation's lift, else the intent's position)."""
 
     fused: npt.NDArray[np.float32]
     dense: npt.NDArray[np.float32] | None
@@ -552,6 +626,10 @@ class _View:
     columns: Columns
     dense_columns: Columns | None
     first_intent: int
+    steps: int = 0
+
+
+_CONVERSATION = -2
 
 
 def _combined(
@@ -561,11 +639,23 @@ def _combined(
     lexical: Columns,
     s: SearchSettings,
 ) -> _View:
-    part_share = s.part_share
+    view = _own_view(plan, columns, dense, lexical, s.part_share)
+    return _with_conversation(plan, view) if plan.context else view
+
+
+def _own_view(
+    plan: QueryPlan,
+    columns: Columns,
+    dense: Columns | None,
+    lexical: Columns,
+    part_share: float,
+) -> _View:
+    """The message's own score per chunk: its best intent, or the whole with its parts."""
     first = 1 + len(plan.parts)
+    steps = len(plan.intents)
     rows = np.arange(columns.shape[0])
     if plan.intents:
-        pick = first + np.argmax(columns[:, first:], axis=1)
+        pick = first + np.argmax(columns[:, first : first + steps], axis=1)
         return _View(
             columns[rows, pick],
             dense[rows, pick] if dense is not None else None,
@@ -574,6 +664,7 @@ def _combined(
             columns,
             dense,
             first,
+            steps,
         )
     source = np.full(columns.shape[0], -1, dtype=np.int64)
     if not plan.parts:
@@ -596,6 +687,38 @@ def _combined(
     )
 
 
+# A message whose own best item already scores this high is understood on its own: the
+# conversation counts less (half at _SURE_SCORE, linearly from _UNSURE_SCORE).
+_UNSURE_SCORE = 0.45
+_SURE_SCORE = 0.65
+
+
+def _with_conversation(plan: QueryPlan, view: _View) -> _View:
+    """Each chunk lifted toward its score under the conversation (the last column) by the
+    plan's weight, where that is higher than its own; never lowered, so what the message
+    itself asks for keeps its place and floors judge the lifted score."""
+    own = view.fused[np.isfinite(view.fused)]
+    best = float(own.max()) if own.size else 0.0
+    sure = min(1.0, max(0.0, (best - _UNSURE_SCORE) / (_SURE_SCORE - _UNSURE_SCORE)))
+    w = plan.context_weight * (1.0 - 0.5 * sure)
+    last = view.columns.shape[1] - 1
+
+    def lift(base: npt.NDArray[np.float32], values: Columns) -> npt.NDArray[np.float32]:
+        return np.asarray((1.0 - w) * base + w * values[:, last], dtype=np.float32)
+
+    lifted = lift(view.fused, view.columns)
+    pick = lifted > view.fused
+    dense = None
+    if view.dense is not None and view.dense_columns is not None:
+        dense = np.where(pick, lift(view.dense, view.dense_columns), view.dense)
+    return replace(
+        view,
+        fused=np.where(pick, lifted, view.fused).astype(np.float32),
+        dense=dense,
+        source=np.where(pick, _CONVERSATION, view.source).astype(np.int64),
+    )
+
+
 def _uncovered_steps(
     layout: Layout, view: _View, hits: list[SearchHit], min_score: MinScore
 ) -> list[SearchHit]:
@@ -604,7 +727,7 @@ def _uncovered_steps(
     covered = {h.intent for h in hits} | {None}
     chosen = {h.ref for h in hits}
     extra: list[SearchHit] = []
-    for step in range(view.columns.shape[1] - view.first_intent):
+    for step in range(view.steps):
         if step in covered:
             continue
         column = view.columns[:, view.first_intent + step]
@@ -648,4 +771,5 @@ def _hit(layout: Layout, item: int, view: _View, order: _View) -> SearchHit:
         lexical=float(view.lexical[start:end].max()),
         intent=None if source < 0 else source,
         rank=float(order.fused[best]),
+        conversation=source == _CONVERSATION,
     )

@@ -74,8 +74,12 @@ class RequestItem:
     intent: str | None = None
     """The planned step that brought the item (None: the message itself)."""
     via: str | None = None
-    """How a later search added it: ``search`` (``search_context_items`` naming the request);
-    None when the request context itself chose it."""
+    """How it came in other than by the message itself: ``search`` (a later
+    ``search_context_items`` naming the request) or ``conversation`` (the session's earlier
+    turns lifted it); None when the message chose it."""
+    turn: str | None = None
+    """With ``via="conversation"``: the earlier request it carried over from (the latest
+    earlier turn when it was not chosen before; None for a host's own history)."""
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -87,13 +91,22 @@ class RequestItem:
             out["intent"] = self.intent
         if self.via is not None:
             out["via"] = self.via
+        if self.turn is not None:
+            out["turn"] = self.turn
         return out
 
     @classmethod
     def from_dict(cls, row: dict[str, Any]) -> RequestItem:
         ref = ItemRef(parse_item_type(row["type"]), row["name"], row.get("server"))
         mode = parse_include(row["include_mode"])
-        return cls(ref, mode, row.get("similarity_score"), row.get("intent"), row.get("via"))
+        return cls(
+            ref,
+            mode,
+            row.get("similarity_score"),
+            row.get("intent"),
+            row.get("via"),
+            row.get("turn"),
+        )
 
 
 @dataclass(frozen=True)
@@ -111,6 +124,8 @@ class RequestContext:
     parameters: dict[str, Any] | None = None
     intents: tuple[str, ...] = ()
     """The steps the host planned for this request, as it sent them."""
+    context_turns: tuple[str, ...] = ()
+    """The earlier requests whose messages brought items in (``via="conversation"``)."""
 
     def with_items(self, found: tuple[RequestItem, ...]) -> RequestContext:
         """This request context with ``found`` added, except items it already holds."""
@@ -136,6 +151,7 @@ class RequestContext:
             "include_score": self.include_score,
             "parameters": self.parameters,
             **({"intents": list(self.intents)} if self.intents else {}),
+            **({"context_turns": list(self.context_turns)} if self.context_turns else {}),
         }
 
     @classmethod
@@ -151,6 +167,7 @@ class RequestContext:
             include_score=row.get("include_score"),
             parameters=row.get("parameters"),
             intents=tuple(row.get("intents", ())),
+            context_turns=tuple(row.get("context_turns", ())),
         )
 
 

@@ -34,6 +34,10 @@ class SessionItemOut(Out):
         return cls(type=ref.type, name=ref.name, server=ref.server, include_mode=item.include_mode)
 
 
+Via = Literal["search", "conversation"]
+_VIA: dict[str, Via] = {"search": "search", "conversation": "conversation"}
+
+
 class RequestItemOut(Out):
     """An item used for one request, how it was included and its similarity if searched."""
 
@@ -43,7 +47,8 @@ class RequestItemOut(Out):
     include_mode: Literal["always", "manual", "agent"]
     similarity_score: float | None
     intent: str | None = None
-    via: Literal["search"] | None = None
+    via: Via | None = None
+    turn: str | None = None
 
     @classmethod
     def of(cls, item: RequestItem) -> RequestItemOut:
@@ -55,7 +60,8 @@ class RequestItemOut(Out):
             include_mode=item.include_mode,
             similarity_score=item.similarity_score,
             intent=item.intent,
-            via="search" if item.via == "search" else None,
+            via=_VIA.get(item.via or ""),
+            turn=item.turn,
         )
 
 

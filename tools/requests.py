@@ -43,6 +43,13 @@ class BuildArgs(Args):
     min_score_tools: float | None = Field(
         None, ge=0.0, le=1.0, description="Tools scoring below this are left out."
     )
+    conversation: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="How much the session's recent turns count for a follow-up such as "
+        "'and in Oslo?' (0: this message alone). Default: the session's preset, else the config.",
+    )
     include_messages: bool = Field(False, description="Also return the assembled LLM messages.")
     detail: Literal["full", "names"] = Field(
         "full",
@@ -70,6 +77,7 @@ class RequestContextOut(Out):
     preset: str | None
     parameters: dict[str, float | int | str] | None
     intents: list[str]
+    context_turns: list[str] = Field(default_factory=list)
     text: str
     text_tokens: int
     omitted: list[str]
@@ -126,6 +134,7 @@ def _fields(
         "preset": context.preset,
         "parameters": context.parameters,
         "intents": list(context.intents),
+        "context_turns": list(context.context_turns),
         "text": rendered.text,
         "text_tokens": rendered.tokens,
         "omitted": [row.ref.key for row in rendered.omitted],
@@ -147,6 +156,7 @@ def _build(ctx: ToolContext, args: BuildArgs) -> RequestContextOut:
         min_score=args.min_score,
         min_score_tools=args.min_score_tools,
         intents=args.intents,
+        conversation=args.conversation,
     )
     messages = _messages(ctx.broker, context) if args.include_messages else None
     fields = _fields(ctx, context, args.detail, args.max_context_tokens)

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..assembly import context_messages
 from ..catalog import Catalog
+from ..conversation import Recent, dependence, recent_turns
 from ..errors import SearchInputError, SessionError
 from ..items import ContextItem, ItemRef, ItemType, parse_item_type
 from ..presets import PresetName, Selection, parse_preset, resolve
@@ -198,11 +199,17 @@ class ContextBroker:
         min_score: float | None = None,
         min_score_tools: float | None = None,
         intents: Sequence[str] | None = None,
+        conversation: float | None = None,
     ) -> RequestContext:
         """Session items plus the agent items search selects for ``message`` and the host's
         planned ``intents`` (each step searched; an item records the step that brought it);
         recorded in the session's turn log before it is returned. The preset and parameters
-        in force are recorded with it."""
+        in force are recorded with it.
+
+        ``conversation`` (0 to 1) is how much the session's recent turns count for a
+        follow-up (default: the preset's ``conversation_weight``; 0 selects exactly as in a
+        fresh session); the turns whose messages brought items in are recorded in
+        ``context_turns`` and on those items (``via="conversation"``)."""
         session = self.session(session_id)
         self._check_message(message)
         steps = check_intents(intents)
@@ -214,13 +221,17 @@ class ContextBroker:
             include_score=include_score,
             min_score=min_score,
             min_score_tools=min_score_tools,
+            conversation_weight=_checked_weight(conversation),
         )
+        recent = self._recent(session.session_id, message, chosen.conversation_weight)
         in_session = {i.ref for i in session.items}
         items = [RequestItem(i.ref, i.include_mode) for i in session.items]
-        result, warnings = self._search_agent_items(message, steps, in_session, chosen, types)
+        result, warnings = self._search_agent_items(
+            message, steps, in_session, chosen, types, recent
+        )
         mode = result.mode if result is not None else None
         if result is not None:
-            items += _found_items(result, steps)
+            items += _found_items(result, steps, recent)
         if self.catalog.pending:
             warnings.append(
                 "downstream servers still connecting, their tools were not searched: "
@@ -237,9 +248,18 @@ class ContextBroker:
             include_score=chosen.include_score,
             parameters=chosen.to_dict(),
             intents=steps,
+            context_turns=_context_turns(items),
         )
         self.store.append_turn(session.session_id, context)
         return context
+
+    def _recent(self, session_id: str, message: str, weight: float) -> Recent:
+        """The recent turns a follow-up may lean on (none read when the weight is 0)."""
+        if weight <= 0 or dependence(message) <= 0:
+            return Recent()
+        return recent_turns(
+            self.store, session_id, self.search.settings.conversation_turns, message
+        )
 
     def search_items(
         self,
@@ -285,6 +305,7 @@ class ContextBroker:
         in_session: set[ItemRef],
         chosen: Selection,
         types: Iterable[str] | None,
+        recent: Recent,
     ) -> tuple[SearchResult | None, list[str]]:
         settings = replace(
             self.search.settings,
@@ -302,6 +323,9 @@ class ContextBroker:
                 exclude=in_session,
                 min_score=chosen.floors(),
                 intents=intents,
+                context=recent.messages,
+                context_weight=chosen.conversation_weight * dependence(message),
+                carried=self._carried(recent),
             )
         except SearchInputError:
             raise
@@ -309,6 +333,20 @@ class ContextBroker:
             log.warning("search failed; request context built without agent items: %s", exc)
             return None, [f"search failed ({exc}); no agent items were selected"]
         return result, list(result.warnings)
+
+    def _carried(self, recent: Recent) -> set[ItemRef]:
+        """The tools called since the recent turns (by the downstream name or the
+        ``<server>__<tool>`` name a host calls it by); when none is known, the items those
+        turns chose. A call says what the turn was about better than a selection, which
+        may have been wrong."""
+        if not recent.called:
+            return set(recent.items or ())
+        names = set(recent.called)
+        return {
+            t.ref
+            for t in self.catalog.items(["tool"])
+            if t.ref.name in names or f"{t.ref.server}__{t.ref.name}" in names
+        }
 
     def messages_for(self, context: RequestContext) -> list[dict[str, Any]]:
         """The LLM input built from a recorded request context (see ``context_messages``)."""
@@ -326,14 +364,34 @@ class ContextBroker:
         return found
 
 
-def _found_items(result: SearchResult, intents: tuple[str, ...]) -> list[RequestItem]:
-    """A search's hits as request items, each naming the intent that brought it."""
+def _found_items(
+    result: SearchResult, intents: tuple[str, ...], recent: Recent | None = None
+) -> list[RequestItem]:
+    """A search's hits as request items, each naming the intent that brought it, or the
+    earlier turn when the conversation did."""
     return [
         RequestItem(
             h.ref,
             "agent",
             round(h.similarity_score, 4),
             intents[h.intent] if h.intent is not None else None,
+            via="conversation" if h.conversation else None,
+            turn=recent.turn_of(h.ref) if h.conversation and recent is not None else None,
         )
         for h in result.hits
     ]
+
+
+def _context_turns(items: Iterable[RequestItem]) -> tuple[str, ...]:
+    """The earlier turns that brought items in, each once, in the items' order."""
+    return tuple(dict.fromkeys(i.turn for i in items if i.via == "conversation" and i.turn))
+
+
+def _checked_weight(value: object) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise SearchInputError(
+            f"conversation must be a number from 0 to 1, got {value!r}", field="conversation"
+        )
+    return float(value)
