@@ -37,8 +37,8 @@ from benchmarks.query_adapter._data import (
     tool_chunks,
 )
 
-TEMPERATURES = (0.05, 0.1)
-PENALTIES = (0.01, 0.1, 1.0)
+TEMPERATURES = (0.03, 0.05, 0.1)
+PENALTIES = (0.001, 0.003, 0.01, 0.1)
 MAX_EPOCHS = 12
 BATCH = 256
 LEARNING_RATE = 1e-3
