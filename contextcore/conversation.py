@@ -35,7 +35,8 @@ _SWITCH = re.compile(
 )
 # Words that point back at something said before.
 _REFERRING = re.compile(
-    r"\b(?:it|its|it's|them|they|their|those|these|this|there|then|same|again|he|she|him|her|"
+    r"\b(?:(?<!is )it(?! is\b)|its|it's|them|they|their|those|these|this|there|then|same|"
+    r"again|he|she|him|her|"
     r"that(?=\s+(?:to|in|into|one|file|folder|again|too|as|for)\b|\s*[?.!,]|\s*$)|"
     r"also|too|one more|another one|the (?:result|results|file|answer|output|list)|"
     r"what about|how about|as well|instead|else)\b",
@@ -44,7 +45,7 @@ _REFERRING = re.compile(
 # A message that continues the previous one: "and in Oslo?", "now stage them", "ok, ...".
 _CONTINUING = re.compile(
     r"^\s*(?:and|also|now|then|ok(?:ay)?|so|but|plus|what about|how about|same|next|after "
-    r"that|great|thanks|good|cool|perfect)\b",
+    r"that)\b",
     re.IGNORECASE,
 )
 _SHORT_WORDS = 4

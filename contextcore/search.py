@@ -434,23 +434,35 @@ _RECENT_VECTORS = 256
 # What an item the earlier turns chose or called gains under the conversation's column: a
 # follow-up ("same for Oslo") most often wants the tool it just had.
 _CARRY_BONUS = 0.2
+# A follow-up most often stays with the server it was using ("read it" then "now write").
+_SERVER_BONUS = 0.1
+# The earlier messages' share in the conversation's vector (the message itself counts 1):
+# the message leads, the past says what it is about.
+_EARLIER_SHARE = 0.5
 
 
-def _carry(layout: Layout, plan: QueryPlan) -> npt.NDArray[np.bool_] | None:
-    """Which chunks belong to the plan's carried items (None: no conversation, or none)."""
+def _carry(layout: Layout, plan: QueryPlan) -> npt.NDArray[np.float32] | None:
+    """What each chunk gains under the conversation: its item was carried, or is a tool of
+    a carried tool's server (None: no conversation, or nothing carried)."""
     if not plan.context or not plan.carried:
         return None
     items = [layout.position[r] for r in plan.carried if r in layout.position]
     if not items:
         return None
-    return np.isin(layout.owner, items)
+    servers = {r.server for r in plan.carried if r.server is not None}
+    per_item = np.zeros(len(layout.refs), dtype=np.float32)
+    if servers and _SERVER_BONUS > 0:
+        near = np.fromiter((r.server in servers for r in layout.refs), np.bool_, len(layout.refs))
+        per_item[near] = _SERVER_BONUS
+    per_item[items] = _CARRY_BONUS
+    return per_item[layout.owner]
 
 
-def _carried(columns: Columns, carry: npt.NDArray[np.bool_] | None) -> Columns:
+def _carried(columns: Columns, carry: npt.NDArray[np.float32] | None) -> Columns:
     """``columns`` with the carried chunks' score under the conversation raised (in place;
     the cosine, so the lift counts as closeness in meaning where floors ask for it)."""
     if carry is not None:
-        columns[carry, -1] += _CARRY_BONUS
+        columns[:, -1] += carry
     return columns
 
 
@@ -460,7 +472,7 @@ def _scored_vectors(plan: QueryPlan, vectors: Vectors) -> Vectors:
     if not plan.context:
         return vectors
     own = len(plan.texts) - len(plan.context)
-    together = vectors[own:].mean(axis=0) + vectors[0]
+    together = _EARLIER_SHARE * vectors[own:].mean(axis=0) + vectors[0]
     norm = float(np.linalg.norm(together))
     together = together / norm if norm > 0 else together
     return np.vstack([vectors[:own], together[None, :]]).astype(np.float32)
@@ -704,7 +716,10 @@ def _with_conversation(plan: QueryPlan, view: _View) -> _View:
     last = view.columns.shape[1] - 1
 
     def lift(base: npt.NDArray[np.float32], values: Columns) -> npt.NDArray[np.float32]:
-        return np.asarray((1.0 - w) * base + w * values[:, last], dtype=np.float32)
+        out = np.array(base, dtype=np.float32, copy=True)
+        ok = np.isfinite(base)  # chunks of items left out stay -inf
+        out[ok] = (1.0 - w) * base[ok] + w * values[ok, last]
+        return out
 
     lifted = lift(view.fused, view.columns)
     pick = lifted > view.fused

@@ -45,6 +45,7 @@ class ViewItem(Out):
     similarity_score: float | None
     intent: str | None = None
     via: str | None = None
+    turn: str | None = None
     description: str
     priority: int | None
     in_catalog: bool
@@ -67,6 +68,7 @@ class RequestView(Out):
     search_mode: str | None
     warnings: list[str]
     intents: list[str] = Field(default_factory=list)
+    context_turns: list[str] = Field(default_factory=list)
     columns: Columns
 
 
@@ -85,6 +87,7 @@ def _view_item(broker: ContextBroker, row: RequestItem) -> ViewItem:
         similarity_score=row.similarity_score,
         intent=row.intent,
         via=row.via,
+        turn=row.turn,
         description=item.description if item is not None else "",
         priority=priority,
         in_catalog=item is not None,
@@ -104,6 +107,7 @@ def view_of(broker: ContextBroker, context: RequestContext) -> RequestView:
         search_mode=context.search_mode,
         warnings=list(context.warnings),
         intents=list(context.intents),
+        context_turns=list(context.context_turns),
         columns=Columns(
             rules=[r for r in rows if r.type == "rule"],
             references=[r for r in rows if r.type == "reference"],

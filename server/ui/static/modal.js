@@ -28,6 +28,9 @@
     li.appendChild(line);
     if (item.intent) li.appendChild(el("div", "cb-why", "for step: " + item.intent));
     if (item.via === "search") li.appendChild(el("div", "cb-why", "found by a later search"));
+    if (item.via === "conversation") {
+      li.appendChild(el("div", "cb-why", "carried from the conversation" + (item.turn ? " (turn " + item.turn + ")" : "")));
+    }
     if (item.description) li.appendChild(el("div", "cb-desc", item.description));
     else if (item.in_catalog === false) li.appendChild(el("div", "cb-desc cb-gone", "no longer in the catalog"));
     return li;
@@ -85,7 +88,7 @@
         type: r.type, name: r.name, server: r.server,
         label: r.type === "tool" ? r.server + "." : "—",
         include_mode: r.include_mode, similarity_score: r.similarity_score,
-        intent: r.intent || null, via: r.via || null,
+        intent: r.intent || null, via: r.via || null, turn: r.turn || null,
         description: "", priority: null, in_catalog: true
       };
     });
