@@ -37,6 +37,7 @@ from contextcore.items import ContextItem, ItemRef, Tool
 from contextcore.loaders import load_catalog_json
 from contextcore.metrics import ndcg_at, recall_at
 from contextcore.presets import PRESET_NAMES, PRESETS
+from contextcore.query_adapter import load_query_adapter
 from contextcore.search import SearchEngine, SearchHit
 from contextcore.services.broker import ContextBroker
 from contextcore.services.evaluation import EvalQuery, load_queries
@@ -57,7 +58,6 @@ OFF_TOPIC = (
     "what is the meaning of life?",
 )
 MAX_RECALL_DROP = 1.0  # points of recall@5 the "normal" floor may cost
-
 
 
 # -- the five reference servers ----------------------------------------------------------
@@ -121,7 +121,7 @@ def example_agent(tools: Sequence[Tool], embedder: Embedder | None) -> ContextBr
     """A broker over the example config's rules and references plus ``tools``."""
     items: list[ContextItem] = [*load_items(load_config(EXAMPLE_CONFIG)), *tools]
     catalog = Catalog(items)
-    return ContextBroker(catalog, SearchEngine(catalog, embedder))
+    return ContextBroker(catalog, SearchEngine(catalog, embedder, adapter=load_query_adapter()))
 
 
 def agent_keys(broker: ContextBroker, message: str, **kwargs: Any) -> list[tuple[str, float]]:
@@ -172,7 +172,7 @@ def metatool(embedder: Embedder | None, limit: int | None) -> bool:
     head = "".join(f"{f'{p} ({PRESETS[p].min_score_tools:.2f})':>22}" for p in PRESET_NAMES)
     print(f"{'set':<14}{'queries':>8}{'no floor':>16}{head}   drop@normal")
     catalog = Catalog(load_catalog_json(SHARED / "metatool" / "catalog.json"))
-    engine = SearchEngine(catalog, embedder)
+    engine = SearchEngine(catalog, embedder, adapter=load_query_adapter())
     ok = True
     for name in SETS:
         queries = load_queries(SHARED / name)[:limit]

@@ -320,7 +320,8 @@ class SearchEngine:
             before = order.fused.copy()
             pool = self.learner.adjust(plan.message, raw[0], order.fused, layout)
             if order is not view:  # the lift counts in the score shown too
-                view.fused[:] += order.fused - before
+                lifted = order.fused != before  # masked chunks stay -inf, never lifted
+                view.fused[lifted] += order.fused[lifted] - before[lifted]
         chosen = _top_items(order.fused, layout.owner, s.top_k, s.top_n, pool)
         if view.dense is not None and apply_include_score:
             chosen = _with_include_score(
