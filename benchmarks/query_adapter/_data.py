@@ -56,8 +56,8 @@ def tool_chunks(tool_id: str, text: str) -> list[str]:
 
 
 class CachedEmbedder:
-    """The broker's configured embedder, with every vector kept in one ``.npz`` by text hash,
-    so training runs and measurements embed each text once."""
+    """The broker's default model (from its prepared directory), with every vector kept in one
+    ``.npz`` by text hash, so training runs and measurements embed each text once."""
 
     def __init__(self, cache: Path) -> None:
         self._cache = cache
