@@ -262,6 +262,11 @@ def load_sessions(
             found = _readable_part(store, sid, exc, warnings)
         if found is not None:
             sessions.append(found)
+            warnings += [  # turns the store skipped as damaged (it never fails on one)
+                f"session {sid!r}: stored turn {r.seq} skipped: {r.reason}"
+                for r in store.skipped_records(sid)
+                if r.kind == "turn"
+            ]
     return sessions, warnings
 
 
