@@ -212,7 +212,11 @@ def tune() -> None:
 
 
 def _plot(sizes: list[int], curve: dict[str, list[float]]) -> None:
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        print("  (no plot: matplotlib is not installed)")
+        return
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
