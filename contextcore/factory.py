@@ -114,7 +114,8 @@ def build_search(
         cache = build_cache(config)
     # Loaded even when switched off, so a reload can switch it on; it was trained for
     # MiniLM's vectors and means nothing to another model's.
-    adapter = load_query_adapter() if config.search.model == ADAPTER_MODEL else None
+    fits = embedder is not None and embedder.model_name == ADAPTER_MODEL
+    adapter = load_query_adapter() if fits else None
     return SearchEngine(catalog, embedder, cache=cache, settings=settings, adapter=adapter)
 
 
