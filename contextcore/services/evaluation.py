@@ -125,13 +125,26 @@ def load_queries(path: Path) -> list[EvalQuery]:
 Progress = Callable[[str], None]
 
 
+def _indexed(engine: SearchEngine, progress: Progress) -> int:
+    """Load the model and index every item now, saying so; returns the number of chunks."""
+    n_items = len(list(engine.catalog.enabled()))
+    progress(f"indexing {n_items} items (loading the model, embedding what is not cached)")
+    started = time.monotonic()
+    stats = engine.index()
+    progress(
+        f"indexed {stats.items} items in {stats.chunks} chunks ({stats.embedded} embedded, "
+        f"{stats.from_cache} from the cache) in {time.monotonic() - started:.1f} s"
+    )
+    return max(stats.chunks, 1)
+
+
 def _rank_served(
     engine: SearchEngine, queries: Sequence[EvalQuery], *, top_n: int, progress: Progress
 ) -> tuple[list[list[str]], str, list[str]]:
     """Each query's items exactly as ``search_context_items`` serves them (its defaults,
     ``top_n`` items, the query's intents), the mode search used, and its warnings."""
-    progress(f"indexing {len(list(engine.catalog.enabled()))} items")
-    engine.index()
+    if engine.settings.mode != "lexical":
+        _indexed(engine, progress)
     rankings: list[list[str]] = []
     used_mode = engine.settings.mode
     warnings: list[str] = []
@@ -158,17 +171,9 @@ def _rank_all(
     considered, none of the serving levers), the mode search used, and its warnings."""
     if mode == "served":
         return _rank_served(engine, queries, top_n=top_n, progress=progress)
-    n_items = len(list(engine.catalog.enabled()))
-    chunks = max(n_items, 1) * 64
+    chunks = max(len(list(engine.catalog.enabled())), 1) * 64
     if mode != "lexical":
-        progress(f"indexing {n_items} items (loading the model, embedding what is not cached)")
-        started = time.monotonic()
-        stats = engine.index()
-        chunks = max(stats.chunks, 1)
-        progress(
-            f"indexed {stats.items} items in {stats.chunks} chunks ({stats.embedded} embedded, "
-            f"{stats.from_cache} from the cache) in {time.monotonic() - started:.1f} s"
-        )
+        chunks = _indexed(engine, progress)
         progress(f"embedding {len(queries)} queries")
     vectors = engine.embed_queries([q.query for q in queries]) if mode != "lexical" else None
     rankings: list[list[str]] = []

@@ -102,5 +102,5 @@ async def test_eval_shows_progress_on_stderr_while_indexing(tmp_path: Path) -> N
     assert lines[1] == "eval: indexing 12 items (loading the model, embedding what is not cached)"
     assert lines[2].startswith("eval: indexed 12 items in ") and "13 embedded" in lines[2]
     assert lines[-1] == f"eval: ranked {report['n_queries']}/{report['n_queries']} queries"
-    assert report["mode"] == "hybrid" and report["metrics"]["recall@5"] >= 0.9
+    assert report["mode"] == "served" and report["metrics"]["recall@5"] >= 0.9
     assert report["misses_at"] == 5 and len(report["misses"]) <= 2
