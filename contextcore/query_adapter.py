@@ -40,12 +40,10 @@ class QueryAdapter:
 
     def apply(self, vectors: Vectors) -> Vectors:
         """Map ``(n, dim)`` query vectors; each row comes back with unit length (zero rows
-        stay zero). Raise ``ModelError`` if the dimension is not the adapter's."""
+        stay zero). Vectors of another dimension come from another model, which the map was
+        not trained for: they are returned unchanged."""
         if vectors.ndim != 2 or vectors.shape[1] != self.dim:
-            raise ModelError(
-                f"query adapter maps {self.dim}-dimensional vectors, got shape "
-                f"{vectors.shape!r}; it only fits the embedding model it was trained for"
-            )
+            return vectors
         mapped = np.asarray(vectors, dtype=np.float32) @ self.weights.T
         norms = np.linalg.norm(mapped, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
