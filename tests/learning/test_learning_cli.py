@@ -50,9 +50,13 @@ def write_config(tmp_path: Path, backend: str = "sqlite") -> Path:
         'include = "agent"\n'
         for name, text in (("lists", LISTS), ("radio", RADIO), ("recipes", RECIPES))
     )
+    # The query adapter alone already brings "lists" up for QUERY: switched off here, so what
+    # the log teaches is measured against a cold ranking that misses it.
+    search = "[search]\nquery_adapter = false\n"
     path = tmp_path / "broker.toml"
     path.write_text(
-        f'[persistence]\nbackend = "{backend}"\npath = "sessions.db"\n{rules}', encoding="utf-8"
+        f'{search}[persistence]\nbackend = "{backend}"\npath = "sessions.db"\n{rules}',
+        encoding="utf-8",
     )
     return path
 
@@ -127,7 +131,9 @@ def test_eval_with_a_usage_log_scores_higher_than_without(tmp_path: Path) -> Non
         encoding="utf-8",
     )
     log = write_log(tmp_path / "usage.jsonl", "tool:tunes/WhizList")
+    # The plain hybrid retriever: the served query adapter alone finds this query's item.
     base = ["eval", "--catalog", tmp_path / "catalog.json", "--queries", queries, "--json"]
+    base += ["--mode", "hybrid"]
     without = json.loads(run(*base, "--quiet").stdout)["metrics"]
     learned = run(*base, "--usage-log", log)
     with_log = json.loads(learned.stdout)["metrics"]
