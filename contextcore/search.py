@@ -86,6 +86,8 @@ class SearchHit:
     pseudo-relevance feedback."""
     conversation: bool = False
     """Whether the conversation's earlier messages lifted this item to its score."""
+    learned: bool = False
+    """Whether usage learning lifted this item."""
 
     @property
     def order(self) -> float:
@@ -93,8 +95,11 @@ class SearchHit:
 
     def clears(self, floor: float) -> bool:
         """Whether this hit reaches a relevance floor: its score does, and (when there is a
-        cosine) so does its cosine for its share of the floor."""
-        meaning_ok = self.similarity is None or self.similarity >= _MEANING_SHARE * floor
+        cosine) so does its cosine for its share of the floor, unless usage lifted it: then
+        the requests that led to it are what it means."""
+        meaning_ok = (
+            self.similarity is None or self.similarity >= _MEANING_SHARE * floor or self.learned
+        )
         return self.score >= floor and meaning_ok
 
     @property
@@ -316,18 +321,19 @@ class SearchEngine:
     ) -> list[SearchHit]:
         view, order, raw = self._views(layout, plan, s, mask, query_vector)
         pool = None
+        lifted: npt.NDArray[np.bool_] | None = None
         if self.learner is not None and raw is not None:
             before = order.fused.copy()
             pool = self.learner.adjust(plan.message, raw[0], order.fused, layout)
+            lifted = order.fused > before  # masked chunks stay -inf, never lifted
             if order is not view:  # the lift counts in the score shown too
-                lifted = order.fused != before  # masked chunks stay -inf, never lifted
                 view.fused[lifted] += order.fused[lifted] - before[lifted]
         chosen = _top_items(order.fused, layout.owner, s.top_k, s.top_n, pool)
         if view.dense is not None and apply_include_score:
             chosen = _with_include_score(
                 chosen, view.dense, order.fused, layout.owner, s.include_score
             )
-        hits = [_hit(layout, item, view, order) for item in chosen]
+        hits = [_hit(layout, item, view, order, lifted) for item in chosen]
         if min_score is not None:
             hits = [h for h in hits if h.clears(_floor(min_score, h.ref.type))]
             hits += _uncovered_steps(layout, view, hits, min_score)
@@ -776,7 +782,13 @@ def _span(layout: Layout, item: int, size: int) -> tuple[int, int]:
     return start, int(layout.starts[item + 1]) if item + 1 < len(layout.starts) else size
 
 
-def _hit(layout: Layout, item: int, view: _View, order: _View) -> SearchHit:
+def _hit(
+    layout: Layout,
+    item: int,
+    view: _View,
+    order: _View,
+    lifted: npt.NDArray[np.bool_] | None = None,
+) -> SearchHit:
     start, end = _span(layout, item, view.fused.size)
     best = start + int(np.argmax(order.fused[start:end]))
     source = int(order.source[best])
@@ -788,4 +800,5 @@ def _hit(layout: Layout, item: int, view: _View, order: _View) -> SearchHit:
         intent=None if source < 0 else source,
         rank=float(order.fused[best]),
         conversation=source == _CONVERSATION,
+        learned=bool(lifted is not None and lifted[start:end].any()),
     )

@@ -130,10 +130,14 @@ async def test_a_tool_the_cold_ranking_buries_is_selected_after_three_uses_and_f
             await ok(client, "build_request_context", session_id=sid, message=message)
             await call(client, sid, "time", "get_current_time", timezone=zone)
             sessions.append(sid)
-        # Ranked first by search; whether build_request_context then keeps it also depends on
-        # the relevance floor's cosine share, measured against the tool's own description.
+        # Ranked first by search, and selected for a fourth request: the requests that led to
+        # it are what it means, so the floor's cosine share does not drop it.
         learned = await ranking(client, PARAPHRASE)
         assert learned[0][0] == CLOCK, learned[:3]
+        fresh = (await ok(client, "create_session"))["session_id"]
+        built = await ok(client, "build_request_context", session_id=fresh, message=PARAPHRASE)
+        chosen = [f"tool:{i['server']}/{i['name']}" for i in built["items"]]
+        assert CLOCK in chosen, chosen
         for sid in sessions:
             forgot = await ok(client, "forget_usage", session_id=sid)
             assert forgot["events_deleted"] == 1
