@@ -6,27 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ui_env import AGENT_ONLY_CONFIG as CONFIG
 from ui_env import TOKEN, call_tool, http_broker
 
-CONFIG = f"""
-[search]
-semantic = false
-
-[server.http]
-auth_token = "{TOKEN}"
-
-[[rules]]
-name = "sql-safety"
-description = "Database queries and SQL"
-text = "Always use parameterized SQL database queries."
-include = "agent"
-
-[[references]]
-name = "deploy-guide"
-description = "How to deploy the service"
-text = "Deploy the service with the release script."
-include = "agent"
-"""
 PLAN = ["write parameterized SQL database queries", "deploy the service with the release script"]
 
 

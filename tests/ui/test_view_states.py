@@ -10,30 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ui_env import AGENT_ONLY_CONFIG as CONFIG
 from ui_env import TOKEN, call_tool, http_broker, read_app
 
 HOST_PAGE = Path(__file__).parent / "host.html"
 
-# Agent items only: a message that matches none of them selects nothing at all.
-CONFIG = f"""
-[search]
-semantic = false
-
-[server.http]
-auth_token = "{TOKEN}"
-
-[[rules]]
-name = "sql-safety"
-description = "Database queries and SQL"
-text = "Always use parameterized SQL database queries."
-include = "agent"
-
-[[references]]
-name = "deploy-guide"
-description = "How to deploy the service"
-text = "Deploy the service with the release script."
-include = "agent"
-"""
 NOTHING = "qwertyuiop zxcvbnm"
 
 

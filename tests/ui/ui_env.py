@@ -23,6 +23,28 @@ BROKER = str(Path(sys.executable).parent / "context-broker")
 NAMED_TOOLS = ROOT / "tests" / "gateway" / "fixtures" / "named_tools.py"
 TOKEN = "ui-test-token"
 
+AGENT_ONLY_CONFIG = f"""
+[search]
+semantic = false
+
+[server.http]
+auth_token = "{TOKEN}"
+
+[[rules]]
+name = "sql-safety"
+description = "Database queries and SQL"
+text = "Always use parameterized SQL database queries."
+include = "agent"
+
+[[references]]
+name = "deploy-guide"
+description = "How to deploy the service"
+text = "Deploy the service with the release script."
+include = "agent"
+"""
+"""A config of agent items only, searched by keywords: a message that matches none of them
+selects nothing at all."""
+
 CONFIG = f"""
 [search]
 semantic = false
