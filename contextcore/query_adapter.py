@@ -40,10 +40,14 @@ class QueryAdapter:
 
     def apply(self, vectors: Vectors) -> Vectors:
         """Map ``(n, dim)`` query vectors; each row comes back with unit length (zero rows
-        stay zero). Vectors of another dimension come from another model, which the map was
-        not trained for: they are returned unchanged."""
+        stay zero). Raise ``ModelError`` for vectors of another shape: they come from a model
+        the map was not trained for, which the caller must not pair with it (the factory
+        attaches the map only to its own model's engine)."""
         if vectors.ndim != 2 or vectors.shape[1] != self.dim:
-            return vectors
+            raise ModelError(
+                f"query adapter maps {self.dim}-dimensional vectors, got shape "
+                f"{vectors.shape!r}; it only fits the embedding model it was trained for"
+            )
         mapped = np.asarray(vectors, dtype=np.float32) @ self.weights.T
         norms = np.linalg.norm(mapped, axis=1, keepdims=True)
         norms[norms == 0] = 1.0

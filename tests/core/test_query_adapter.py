@@ -61,11 +61,21 @@ def test_a_zero_query_stays_zero_instead_of_turning_into_nan() -> None:
     assert np.all(out == 0)
 
 
-def test_vectors_of_another_models_dimension_pass_through_unchanged() -> None:
+def test_vectors_of_another_models_dimension_are_refused() -> None:
     adapter = load_query_adapter()
     assert adapter is not None
-    other = np.ones((2, 64), dtype=np.float32) / 8
-    assert adapter.apply(other) is other
+    with pytest.raises(ModelError, match="384-dimensional"):
+        adapter.apply(np.ones((2, 64), dtype=np.float32) / 8)
+
+
+def test_an_engine_built_for_another_model_gets_no_adapter() -> None:
+    from contextcore.catalog import Catalog
+    from contextcore.factory import build_search
+    from server.settings import AppConfig
+    from tests.support.hash_embedder import HashEmbedder
+
+    engine = build_search(AppConfig(), Catalog([]), HashEmbedder())
+    assert engine.adapter is None
 
 
 def test_an_explicit_path_loads_that_file(tmp_path: Path) -> None:
