@@ -3,7 +3,7 @@
 # model prepared without a model hub. Progress goes to stderr; stdout stays empty.
 # The test tools and peers come from scripts/setup-test.sh (called by scripts/test.sh).
 # A re-run with nothing to do only compares a stamp: the work is redone when pyproject.toml,
-# the model pins (server/model_setup.py), this script or the Python version change, or when
+# the model pins (server/cli/model_setup.py), this script or the Python version change, or when
 # what it made is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +24,7 @@ if [ ! -x .venv/bin/python ]; then
     pip_quiet .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 fi
 
-key="$(stamp_key pyproject.toml server/model_setup.py scripts/setup.sh scripts/_stamp.sh) $(.venv/bin/python --version 2>&1)"
+key="$(stamp_key pyproject.toml server/cli/model_setup.py scripts/setup.sh scripts/_stamp.sh) $(.venv/bin/python --version 2>&1)"
 if stamp_fresh "$STAMP" "$key" && [ -x .venv/bin/context-broker ] \
     && [ -f "$MODEL_DIR/optimized/SOURCE" ]; then
     say "serving setup up to date (.venv and the embedding model)"

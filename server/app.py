@@ -16,13 +16,13 @@ from contextcore.errors import ContextCoreError
 
 from .embedding import AppParts
 from .gateway import Gateway
-from .http import build_http_app, guard_settings, run_http
-from .passthrough import DirectCalls
 from .reload import serve_with_reload
 from .runtime import Runtime, build_runtime
-from .sdk_compat import fast_path_enabled
 from .settings import load_config
-from .stdio import fast_stdio_server
+from .transport.http import build_http_app, guard_settings, run_http
+from .transport.passthrough import DirectCalls
+from .transport.sdk_compat import fast_path_enabled
+from .transport.stdio import fast_stdio_server
 
 __all__ = ["serve"]
 

@@ -39,7 +39,7 @@ from server.embedding import AppParts as BrokerParts
 from server.settings import TelemetryConfig
 
 from .gateway import Gateway
-from .http_guard import AUTHENTICATED
+from .transport.http_guard import AUTHENTICATED
 
 __all__ = [
     "OTHER_SERVER",

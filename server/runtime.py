@@ -25,15 +25,15 @@ from contextcore.services.history import HistoryService
 
 from .embedding import AppParts, build_embedder
 from .gateway import ExposedChangeFn, Gateway, GatewaySettings, ToolGate, resolve_servers
-from .gateway_surface import GatewaySurface, HostNotifier
-from .mcp_server import build_server
+from .gateway.surface import GatewaySurface, HostNotifier
 from .observability import Observer, build_tracer_provider, http_routes
-from .passthrough import DirectCalls
 from .reload import ConfigReloader
-from .sdk_compat import fast_path_enabled
 from .settings import AppConfig, DownstreamConfig
 from .stores import build_store
 from .summarizers import SummarizerFactory
+from .surface.mcp_server import build_server
+from .transport.passthrough import DirectCalls
+from .transport.sdk_compat import fast_path_enabled
 from .version import broker_version
 
 __all__ = ["Runtime", "build_gateway", "build_runtime"]

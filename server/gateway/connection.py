@@ -29,7 +29,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from server.settings import DownstreamConfig
 
-from ..sdk_compat import ReadStream
+from ..transport.sdk_compat import ReadStream
 from .naming import sanitize
 from .stdio_link import StdioLink, open_stdio_link
 

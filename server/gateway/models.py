@@ -32,7 +32,7 @@ class GatewaySettings:
     backoff_max: float = 30.0
     debounce: float = 0.25
     pin_poll: float = 1.0  # seconds between checks of the pin file for approvals
-    fast_path: bool = True  # stdio servers get the request lane (see server.sdk_compat)
+    fast_path: bool = True  # stdio servers get the request lane (see server.transport.sdk_compat)
 
     def backoff(self, attempt: int) -> float:
         """Delay before reconnect attempt ``attempt`` (0-based)."""

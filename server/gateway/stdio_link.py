@@ -34,7 +34,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from pydantic import ValidationError
 
-from ..jsonrpc_lines import (
+from ..transport.jsonrpc_lines import (
     LineSplitter,
     message_line,
     notification_line,
@@ -43,7 +43,7 @@ from ..jsonrpc_lines import (
     safe_loads,
     top_level_id,
 )
-from ..sdk_compat import default_environment, terminate_process_tree
+from ..transport.sdk_compat import default_environment, terminate_process_tree
 
 __all__ = ["StdioLink", "open_stdio_link"]
 

@@ -18,7 +18,7 @@ from contextcore.items import Reference, Rule, Tool
 from contextcore.search import SearchEngine
 from contextcore.services.broker import ContextBroker
 from contextcore.services.history import HistoryService
-from server.mcp_server import build_server
+from server.surface.mcp_server import build_server
 from tests.support.hash_embedder import HashEmbedder
 from tests.support.mcp_calls import call
 

@@ -14,7 +14,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from server.install import default_path
+from server.cli.install import default_path
 from tests.support.broker_procs import BROKER, server_env
 
 OTHER = {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"]}

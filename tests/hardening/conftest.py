@@ -11,8 +11,8 @@ from mcp import Client
 from contextcore.config import HistoryConfig, LimitsConfig
 from contextcore.services.history import HistoryService
 from server.embedding import build_broker
-from server.mcp_server import build_server
 from server.settings import AppConfig
+from server.surface.mcp_server import build_server
 from tests.support.hash_embedder import HashEmbedder
 
 

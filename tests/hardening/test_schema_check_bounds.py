@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from server.arguments import schema_problem
+from server.gateway.arguments import schema_problem
 
 CATASTROPHIC = {
     "type": "object",

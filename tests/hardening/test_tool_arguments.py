@@ -18,8 +18,8 @@ from mcp import Client, MCPError
 from mcp_types import Tool
 
 from server.embedding import build_broker
-from server.mcp_server import build_server
 from server.settings import load_config
+from server.surface.mcp_server import build_server
 from tests.support.broker_procs import write_config
 from tests.support.hash_embedder import HashEmbedder
 

@@ -1,5 +1,5 @@
 """A broker with its history service behind the broker's own MCP server
-(``server.mcp_server.build_server``), with summarizer providers under test control."""
+(``server.surface.mcp_server.build_server``), with summarizer providers under test control."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from contextcore.config import HistoryConfig, SummarizerConfig
 from contextcore.services.broker import ContextBroker
 from contextcore.services.history import HistoryService
 from server.embedding import build_broker
-from server.mcp_server import build_server
 from server.settings import AppConfig
 from server.stores.sqlite import SqliteSessionStore
 from server.summarizers import SummarizerFactory
+from server.surface.mcp_server import build_server
 from tests.support.hash_embedder import HashEmbedder
 
 KEY = "sk-test-secret-key-1234"

@@ -16,9 +16,9 @@ import pytest
 from mcp import Client
 
 from server.embedding import build_broker
-from server.mcp_server import build_server
 from server.settings import load_config
 from server.stores.sqlite import SqliteSessionStore
+from server.surface.mcp_server import build_server
 
 BROKER = str(Path(sys.executable).parent / "context-broker")
 QUERY = "Put together some calm songs for my evening"

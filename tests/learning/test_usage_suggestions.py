@@ -15,9 +15,9 @@ from mcp import Client
 
 from contextcore.usage import UsageRecorder
 from server.embedding import build_broker
-from server.mcp_server import build_server
 from server.settings import load_config
 from server.stores.sqlite import SqliteSessionStore
+from server.surface.mcp_server import build_server
 from tests.support.hash_embedder import HashEmbedder
 
 BROKER = str(Path(sys.executable).parent / "context-broker")

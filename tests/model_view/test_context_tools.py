@@ -12,8 +12,8 @@ import pytest
 from mcp import Client
 
 from server.embedding import build_broker
-from server.mcp_server import build_server
 from server.settings import load_config
+from server.surface.mcp_server import build_server
 from tests.support.hash_embedder import HashEmbedder
 
 CONFIG = """

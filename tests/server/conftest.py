@@ -9,8 +9,8 @@ import pytest
 from mcp import Client
 
 from server.embedding import build_broker
-from server.mcp_server import build_server
 from server.settings import AppConfig, load_config
+from server.surface.mcp_server import build_server
 from tests.support.broker_procs import write_config
 from tests.support.hash_embedder import HashEmbedder
 

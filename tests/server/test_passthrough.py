@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 import pytest
 
-from server.passthrough import DirectCalls
+from server.transport.passthrough import DirectCalls
 
 INITIALIZED = b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
 

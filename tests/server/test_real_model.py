@@ -9,8 +9,8 @@ import pytest
 from mcp import Client
 
 from server.embedding import build_broker, resolve_model_dir
-from server.mcp_server import build_server
 from server.settings import load_config
+from server.surface.mcp_server import build_server
 from tests.support.broker_procs import write_config
 
 pytestmark = pytest.mark.model

@@ -11,8 +11,8 @@ import pytest
 from mcp import Client, MCPError
 
 from server.embedding import build_broker
-from server.mcp_server import build_server
 from server.settings import AppConfig
+from server.surface.mcp_server import build_server
 from tests.support.hash_embedder import HashEmbedder
 from tests.support.mcp_calls import call, error
 from tests.support.tool_names import BROKER_TOOL_NAMES

@@ -9,9 +9,9 @@ from pathlib import Path
 from mcp import Client
 
 from server.embedding import build_broker
-from server.mcp_server import build_server
 from server.settings import load_config
 from server.stores.sqlite import SqliteSessionStore
+from server.surface.mcp_server import build_server
 from tests.support.broker_procs import BROKER, write_config
 from tests.support.hash_embedder import HashEmbedder
 

@@ -21,9 +21,9 @@ from servers import PostgresServer, RedisServer
 from contextcore.config import HistoryConfig
 from contextcore.services.history import HistoryService
 from server.embedding import build_broker
-from server.mcp_server import build_server
 from server.settings import load_config
 from server.stores import build_store
+from server.surface.mcp_server import build_server
 from tests.support.broker_procs import write_config
 from tests.support.hash_embedder import HashEmbedder
 from tests.support.mcp_calls import call

@@ -331,7 +331,7 @@ async def test_a_store_file_lost_while_serving_makes_writes_fail_as_tool_errors(
 ) -> None:
     from mcp import Client
 
-    from server.mcp_server import build_server
+    from server.surface.mcp_server import build_server
     from tests.support.mcp_calls import call, error
 
     path = tmp_path / "sessions.sqlite3"

@@ -15,9 +15,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from ui_env import TOKEN, call_tool, http_broker, write_config
 
 from server.embedding import build_broker
-from server.mcp_server import build_server
 from server.observability import Observer
 from server.settings import load_config
+from server.surface.mcp_server import build_server
 from tests.support.hash_embedder import HashEmbedder
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

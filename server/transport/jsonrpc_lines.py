@@ -1,6 +1,6 @@
 """JSON-RPC over newline-delimited lines: the one module that frames messages, for the host's
-stdio (``server.stdio``), the pass-through (``server.passthrough``) and stdio downstream
-servers (``server.gateway.stdio_link``). It splits byte streams into lines, reads a line into a
+stdio (``transport.stdio``), the pass-through (``transport.passthrough``) and stdio downstream
+servers (``gateway.stdio_link``). It splits byte streams into lines, reads a line into a
 message with bounds, writes messages, requests, results and errors as lines, and keys ids.
 
 Lines come from a host over stdio and from downstream servers. None of them reaches a

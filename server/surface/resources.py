@@ -19,7 +19,7 @@ from contextcore.sessions import Session
 from tools.analytics import usage_payload
 from tools.catalog import catalog_rows
 
-from .ui.app import APP_URI, app_resource, read_app
+from ..ui.app import APP_URI, app_resource, read_app
 
 __all__ = ["ResourceReader", "resource_templates"]
 

@@ -11,7 +11,7 @@ envelope among them) and every message before the host's ``notifications/initial
 through the SDK unchanged.
 
 Lines the short path cannot read safely (nesting deeper than the wire's limit, broken JSON, a
-lone surrogate escape) are left to the SDK path, which answers them (see ``server.stdio``).
+lone surrogate escape) are left to the SDK path, which answers them (see ``.stdio``).
 
 The results are those of the full path: the downstream's object as sent (secrets masked), or a
 tool error naming server and tool when the server is down, times out or fails. A host's
@@ -29,7 +29,7 @@ import anyio
 import anyio.abc
 from mcp_types import INTERNAL_ERROR
 
-from .gateway_surface import GatewaySurface
+from ..gateway.surface import GatewaySurface
 from .jsonrpc_lines import RequestKey, error_line, id_key, read_object, result_line
 
 __all__ = ["DirectCalls"]

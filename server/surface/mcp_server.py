@@ -21,14 +21,14 @@ from contextcore.services.broker import ContextBroker
 from contextcore.services.history import HistoryService
 from tools.surface import BROKER_TOOLS, CONTEXT_TOOLS, ToolSpec
 
-from .gateway_surface import GatewaySurface
-from .observability import Observer
+from ..gateway.surface import GatewaySurface
+from ..observability import Observer
+from ..summarizers import SummarizerFactory
+from ..ui.app import tool_meta
+from ..ui.view import APP_TOOL
 from .prompts import CONTEXT_PROMPT, ContextPrompt
 from .resources import ResourceReader, resource_templates
-from .summarizers import SummarizerFactory
 from .tool_calls import ToolRunner
-from .ui.app import tool_meta
-from .ui.view import APP_TOOL
 
 __all__ = ["SERVER_NAME", "build_server", "list_tools"]
 
@@ -182,7 +182,7 @@ def _resource_handlers(reader: ResourceReader, surface: GatewaySurface | None) -
 
 async def _downstream_call(awaitable: Awaitable[T]) -> T:
     """Await a gateway call; its failures become protocol errors naming the server."""
-    from .gateway import GatewayError
+    from ..gateway import GatewayError
 
     try:
         return await awaitable

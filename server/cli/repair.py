@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .settings import load_config
-from .stores import build_store
-from .terminal import escape
+from ..settings import load_config
+from ..stores import build_store
+from ..terminal import escape
 
 __all__ = ["repair"]
 

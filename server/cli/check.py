@@ -9,9 +9,9 @@ from contextcore.errors import ContextCoreError
 from server.embedding import build_broker, resolve_model_dir
 from server.settings import load_config
 
-from .gateway import GatewayError
-from .gateway.trust import approve_hint
-from .terminal import escape, escape_lines
+from ..gateway import GatewayError
+from ..gateway.trust import approve_hint
+from ..terminal import escape, escape_lines
 
 __all__ = ["check_exit_code", "check_report", "format_check"]
 
@@ -86,7 +86,7 @@ def check_report(config_path: Path) -> dict[str, Any]:
 def _store_problem(config: Any) -> tuple[str | None, int]:
     """Why the session store cannot be used (refused at startup, or not writable), or None;
     and how many of its records are damaged (reads skip them)."""
-    from .stores import build_store, check_store
+    from ..stores import build_store, check_store
 
     try:
         store = build_store(config)

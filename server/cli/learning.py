@@ -38,7 +38,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser, add_config: Any) -> N
 
 
 def _persistent_parts(config: AppConfig, *, embedder: bool) -> BrokerParts | None:
-    from .stores import build_store
+    from ..stores import build_store
 
     if config.persistence.backend == "memory":
         print(

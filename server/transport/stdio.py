@@ -9,7 +9,7 @@ never reaches the protocol stream. When stdin or stdout is not a pipe (a regular
 SDK's own transport is used unchanged.
 
 Lines are read here, not by the SDK: each becomes a message through
-``server.jsonrpc_lines.read_message``, and a line that is none is answered here with a JSON-RPC
+``.jsonrpc_lines.read_message``, and a line that is none is answered here with a JSON-RPC
 error under its id (or logged and skipped when it has no usable id), so no request goes
 unanswered and no line can take the process down.
 """
@@ -165,7 +165,7 @@ async def _write(receive: MemoryObjectReceiveStream[SessionMessage], writer: _Wr
 @asynccontextmanager
 async def fast_stdio_server(direct: DirectCalls | None = None) -> AsyncIterator[tuple[Any, Any]]:
     """``(read_stream, write_stream)`` for ``Server.run`` over this process's stdio; with
-    ``direct``, the calls it takes are answered without the SDK (see ``server.passthrough``)."""
+    ``direct``, the calls it takes are answered without the SDK (see ``.passthrough``)."""
     try:
         usable = _is_pipe_like(0) and _is_pipe_like(1)
         asyncio.get_running_loop()

@@ -35,12 +35,14 @@ from tools.gateway import (
     render_servers,
 )
 
+from ..observability import Observer
+from ..surface.tool_calls import capped_downstream, describe_validation_error, error_result
+from ..transport.sdk_compat import connection_key
 from .arguments import schema_problem
 from .call_policy import call_refusal
-from .gateway import ExposedTool, Gateway, GatewayError
-from .observability import Observer
-from .sdk_compat import connection_key
-from .tool_calls import capped_downstream, describe_validation_error, error_result
+from .errors import GatewayError
+from .gateway import Gateway
+from .models import ExposedTool
 
 __all__ = ["GatewayDirectory", "GatewaySurface", "HostNotifier"]
 

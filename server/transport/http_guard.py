@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .ui.login import UiLogin, is_ui_path
+from ..ui.login import UiLogin, is_ui_path
 
 __all__ = ["AUTHENTICATED", "LOOPBACK_HOSTS", "GuardSettings", "HttpGuard"]
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import anyio
 
-from .embedding import AppParts
-from .runtime import build_gateway
+from ..embedding import AppParts
+from ..runtime import build_gateway
 
 __all__ = ["gather_downstream"]
 

@@ -24,12 +24,12 @@ from contextcore.services.evaluation import EvalReport, evaluate, load_queries
 from server.embedding import FastEmbedEmbedder, build_broker, default_model_dir, resolve_model_dir
 from server.settings import AppConfig, load_config
 
-from . import learning_cli
-from .gateway import GatewayError
+from ..gateway import GatewayError
+from ..terminal import EscapingFormatter, escape_lines
+from ..version import broker_version
+from . import learning as learning_cli
 from .install import CLIENTS, InstallError, install
 from .model_setup import prepare_model_dir
-from .terminal import EscapingFormatter, escape_lines
-from .version import broker_version
 
 __all__ = ["main"]
 
@@ -234,7 +234,7 @@ def _cmd_install(args: argparse.Namespace) -> int:
 
 
 def _cmd_tools(args: argparse.Namespace) -> int:
-    from .gateway.approvals import approve_tools, pin_file_of, tools_status
+    from ..gateway.approvals import approve_tools, pin_file_of, tools_status
 
     path = pin_file_of(args.config, args.pin_file)
     # The commands printed repeat the option given, so they can be run as they are.
@@ -307,7 +307,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         learned = learning_cli.learn_from_log(engine, args.usage_log)
         if not args.quiet:
             _eval_progress(f"learned from {learned} logged request(s) of {args.usage_log}")
-    from .ui.eval_report import REPORT_DEPTH
+    from ..ui.eval_report import REPORT_DEPTH
 
     report = evaluate(
         engine,
@@ -328,7 +328,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _write_eval_html(args: argparse.Namespace, report: EvalReport, ks: Sequence[int]) -> None:
-    from .ui.eval_report import eval_report_html
+    from ..ui.eval_report import eval_report_html
 
     title = f"Retrieval evaluation: {args.queries.name}"
     page = eval_report_html(report, ks, misses_k=args.misses or max(ks), title=title)
@@ -352,7 +352,7 @@ def _cmd_setup_model(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from .doctor import check_exit_code, check_report, format_check
+    from .check import check_exit_code, check_report, format_check
 
     report = check_report(args.config)
     print(json.dumps(report, indent=2) if args.json else format_check(report))
@@ -368,7 +368,7 @@ def _cmd_repair(args: argparse.Namespace) -> int:
 def _cmd_stats(args: argparse.Namespace) -> int:
     from tools.analytics import usage_payload
 
-    from .stores import build_store
+    from ..stores import build_store
 
     config = load_config(args.config)
     if config.persistence.backend == "memory":
@@ -388,7 +388,7 @@ def _cmd_stats(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from .app import serve
+    from ..app import serve
 
     try:
         return serve(

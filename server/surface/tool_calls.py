@@ -22,8 +22,8 @@ from contextcore.services.history import HistoryService
 from tools._spec import ToolContext
 from tools.surface import ToolSpec
 
-from .observability import Observer
-from .summarizers import SummarizerFactory, sampler_for
+from ..observability import Observer
+from ..summarizers import SummarizerFactory, sampler_for
 
 __all__ = ["ToolRunner", "capped_downstream", "capped_result", "describe_validation_error"]
 

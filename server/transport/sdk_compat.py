@@ -13,11 +13,11 @@ re-read each item below in the new SDK and run tests/server/test_fast_path_contr
   server, so the broker's own stdio transport spawns servers alike.
 - ``mcp.shared._stream_protocols.ReadStream``: the read-stream type ``ClientSession`` takes.
 
-The fast path (``server.passthrough`` answering plain forwarded calls from the stdio wire,
+The fast path (``server.transport.passthrough`` answering plain forwarded calls from the stdio wire,
 ``server.gateway.stdio_link``'s request lane to stdio downstream servers) is on unless
 ``[server] fast_path = false`` or ``CONTEXT_BROKER_FAST_PATH=0``; off, every request goes
 through the SDK's server and client sessions and downstream servers are spawned by the SDK's
-``stdio_client``. The host's stdio lines are read by ``server.stdio`` in both modes, so a
+``stdio_client``. The host's stdio lines are read by ``server.transport.stdio`` in both modes, so a
 malformed line is answered the same way.
 """
 
