@@ -19,7 +19,7 @@ from mcp import Client, StdioServerParameters
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from server.embedding import build_broker
+from server.broker import build_broker
 from server.settings import load_config
 
 _TOPICS = [

@@ -28,7 +28,7 @@ from contextcore.config import HistoryConfig
 from contextcore.services.history import HistoryService
 from contextcore.sessions import Session
 from contextcore.store import SessionStore
-from server.embedding import build_broker
+from server.broker import build_broker
 from server.settings import AppConfig
 from server.stores.sqlite import SqliteSessionStore
 from tests.support.hash_embedder import HashEmbedder

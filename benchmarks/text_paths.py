@@ -37,7 +37,7 @@ from contextcore.history import ExtractiveSummarizer
 from contextcore.items import Rule
 from contextcore.lexical import Bm25Index
 from contextcore.services.history import HistoryService
-from server.embedding import build_broker
+from server.broker import build_broker
 from server.settings import AppConfig
 from tests.support.hash_embedder import HashEmbedder
 

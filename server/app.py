@@ -14,7 +14,7 @@ from mcp.server import Server
 
 from contextcore.errors import ContextCoreError
 
-from .embedding import AppParts
+from .broker import AppParts
 from .gateway import Gateway
 from .reload import serve_with_reload
 from .runtime import Runtime, build_runtime

@@ -35,7 +35,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from contextcore.embedding import Embedder
-from server.embedding import AppParts as BrokerParts
+from server.broker import AppParts as BrokerParts
 from server.settings import TelemetryConfig
 
 from .gateway import Gateway

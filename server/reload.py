@@ -28,7 +28,7 @@ from contextcore.catalog import Catalog
 from contextcore.errors import ContextCoreError
 from contextcore.factory import load_items, search_settings
 from contextcore.items import ContextItem, ItemRef
-from server.embedding import AppParts as BrokerParts
+from server.broker import AppParts as BrokerParts
 from server.settings import AppConfig, DownstreamConfig, load_config
 
 from .gateway import Gateway, GatewayError, resolve_servers

@@ -23,7 +23,8 @@ from contextcore import factory
 from contextcore.catalog import Catalog
 from contextcore.services.history import HistoryService
 
-from .embedding import AppParts, build_embedder
+from .broker import AppParts
+from .embedding import build_embedder
 from .gateway import ExposedChangeFn, Gateway, GatewaySettings, ToolGate, resolve_servers
 from .gateway.surface import GatewaySurface, HostNotifier
 from .observability import Observer, build_tracer_provider, http_routes

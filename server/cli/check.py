@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from contextcore.errors import ContextCoreError
-from server.embedding import build_broker, resolve_model_dir
+from server.broker import build_broker
+from server.embedding import resolve_model_dir
 from server.settings import load_config
 
 from ..gateway import GatewayError

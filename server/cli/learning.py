@@ -12,8 +12,8 @@ from contextcore.factory import build_learner
 from contextcore.learning import LearningSettings, UsageLearner
 from contextcore.search import SearchEngine
 from contextcore.usage import UsageRecorder, read_usage_log
-from server.embedding import AppParts as BrokerParts
-from server.embedding import build_broker
+from server.broker import AppParts as BrokerParts
+from server.broker import build_broker
 from server.settings import AppConfig, load_config
 
 __all__ = ["add_parsers", "cmd_forget", "cmd_learn", "learn_from_log"]

@@ -21,7 +21,8 @@ from contextcore.errors import ConfigError, ContextCoreError
 from contextcore.factory import build_search
 from contextcore.loaders import load_catalog_json
 from contextcore.services.evaluation import EvalReport, evaluate, load_queries
-from server.embedding import FastEmbedEmbedder, build_broker, default_model_dir, resolve_model_dir
+from server.broker import build_broker
+from server.embedding import FastEmbedEmbedder, default_model_dir, resolve_model_dir
 from server.settings import AppConfig, load_config
 
 from ..gateway import GatewayError

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from .build import AppParts, build_broker, build_embedder, default_model_dir, resolve_model_dir
 from .fastembed import DEFAULT_MODEL, MODEL_FILES, FastEmbedEmbedder
+from .model import build_embedder, default_model_dir, resolve_model_dir
 
 __all__ = [
     "DEFAULT_MODEL",
     "MODEL_FILES",
-    "AppParts",
     "FastEmbedEmbedder",
-    "build_broker",
     "build_embedder",
     "default_model_dir",
     "resolve_model_dir",

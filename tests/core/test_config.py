@@ -6,7 +6,7 @@ import pytest
 
 from contextcore.errors import ConfigError
 from contextcore.factory import load_items
-from server.embedding import build_broker
+from server.broker import build_broker
 from server.settings import load_config, parse_config
 
 REPO = Path(__file__).resolve().parents[2]

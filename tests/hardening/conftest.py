@@ -10,7 +10,7 @@ from mcp import Client
 
 from contextcore.config import HistoryConfig, LimitsConfig
 from contextcore.services.history import HistoryService
-from server.embedding import build_broker
+from server.broker import build_broker
 from server.settings import AppConfig
 from server.surface.mcp_server import build_server
 from tests.support.hash_embedder import HashEmbedder

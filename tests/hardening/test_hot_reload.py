@@ -17,7 +17,7 @@ import pytest
 from mcp import Client, StdioServerParameters, stdio_client
 
 from contextcore.embedding import Vectors
-from server.embedding import build_broker
+from server.broker import build_broker
 from server.reload import ConfigReloader
 from server.settings import load_config
 from tests.support.broker_procs import BROKER, server_env

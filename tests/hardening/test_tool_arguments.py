@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from mcp import Client, MCPError
 from mcp_types import Tool
 
-from server.embedding import build_broker
+from server.broker import build_broker
 from server.settings import load_config
 from server.surface.mcp_server import build_server
 from tests.support.broker_procs import write_config

@@ -15,7 +15,7 @@ from mcp.server import Server
 from contextcore.config import HistoryConfig, SummarizerConfig
 from contextcore.services.broker import ContextBroker
 from contextcore.services.history import HistoryService
-from server.embedding import build_broker
+from server.broker import build_broker
 from server.settings import AppConfig
 from server.stores.sqlite import SqliteSessionStore
 from server.summarizers import SummarizerFactory

@@ -14,7 +14,7 @@ from contextcore.config import HistoryConfig
 from contextcore.errors import HistoryError, SessionError
 from contextcore.history import SummarizerChain
 from contextcore.services.history import HistoryService
-from server.embedding import build_broker
+from server.broker import build_broker
 from server.settings import AppConfig
 from server.stores.sqlite import SqliteSessionStore
 from tests.support.hash_embedder import HashEmbedder

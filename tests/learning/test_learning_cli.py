@@ -15,7 +15,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from server.embedding import build_broker
+from server.broker import build_broker
 from server.settings import load_config
 from server.stores.sqlite import SqliteSessionStore
 from server.surface.mcp_server import build_server

@@ -14,7 +14,7 @@ import anyio
 from mcp import Client
 
 from contextcore.usage import UsageRecorder
-from server.embedding import build_broker
+from server.broker import build_broker
 from server.settings import load_config
 from server.stores.sqlite import SqliteSessionStore
 from server.surface.mcp_server import build_server

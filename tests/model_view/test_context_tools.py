@@ -11,7 +11,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from server.embedding import build_broker
+from server.broker import build_broker
 from server.settings import load_config
 from server.surface.mcp_server import build_server
 from tests.support.hash_embedder import HashEmbedder

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from server.embedding import build_broker
+from server.broker import build_broker
 from server.settings import AppConfig, load_config
 from server.surface.mcp_server import build_server
 from tests.support.broker_procs import write_config

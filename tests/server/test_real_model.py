@@ -8,7 +8,8 @@ import anyio
 import pytest
 from mcp import Client
 
-from server.embedding import build_broker, resolve_model_dir
+from server.broker import build_broker
+from server.embedding import resolve_model_dir
 from server.settings import load_config
 from server.surface.mcp_server import build_server
 from tests.support.broker_procs import write_config

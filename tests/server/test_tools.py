@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from mcp import Client, MCPError
 
-from server.embedding import build_broker
+from server.broker import build_broker
 from server.settings import AppConfig
 from server.surface.mcp_server import build_server
 from tests.support.hash_embedder import HashEmbedder

@@ -13,7 +13,7 @@ from servers import PostgresServer, RedisServer
 
 from contextcore.errors import ConfigError
 from contextcore.store import StoreError, StoreUnavailable
-from server.embedding import build_broker
+from server.broker import build_broker
 from server.settings import load_config
 from server.stores import build_store
 from server.surface.mcp_server import build_server

@@ -20,7 +20,7 @@ from servers import PostgresServer, RedisServer
 
 from contextcore.config import HistoryConfig
 from contextcore.services.history import HistoryService
-from server.embedding import build_broker
+from server.broker import build_broker
 from server.settings import load_config
 from server.stores import build_store
 from server.surface.mcp_server import build_server

@@ -17,7 +17,7 @@ from contextcore.config import HistoryConfig
 from contextcore.history import ConversationHistory, history_stats
 from contextcore.services.history import HistoryService
 from contextcore.store import MessageRecord, SessionStore
-from server.embedding import build_broker
+from server.broker import build_broker
 from server.settings import AppConfig
 from tests.support.hash_embedder import HashEmbedder
 

@@ -31,7 +31,7 @@ from contextcore.items import ItemRef
 from contextcore.services.history import HistoryService
 from contextcore.sessions import RequestContext, RequestItem, Session, SessionItem, new_session_id
 from contextcore.store import SessionHeader
-from server.embedding import build_broker
+from server.broker import build_broker
 from server.settings import AppConfig
 from server.stores.sqlite import SqliteSessionStore
 from tests.support.hash_embedder import HashEmbedder

@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from ui_env import TOKEN, call_tool, http_broker, write_config
 
-from server.embedding import build_broker
+from server.broker import build_broker
 from server.observability import Observer
 from server.settings import load_config
 from server.surface.mcp_server import build_server

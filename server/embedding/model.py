@@ -1,21 +1,16 @@
-"""The broker built from the server's settings, with the fastembed embedder they describe."""
+"""The fastembed embedder the server's settings describe, and where its model lives."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from contextcore import factory
 from contextcore.embedding import Embedder
-from contextcore.store import SessionStore
 
 from ..settings import AppConfig
 from .fastembed import FastEmbedEmbedder
 
-AppParts = factory.BrokerParts[AppConfig]
-"""Everything the server builds from its settings."""
-
-__all__ = ["AppParts", "build_broker", "build_embedder", "default_model_dir", "resolve_model_dir"]
+__all__ = ["build_embedder", "default_model_dir", "resolve_model_dir"]
 
 
 def default_model_dir(model: str) -> Path:
@@ -44,20 +39,4 @@ def build_embedder(config: AppConfig) -> Embedder | None:
         model_dir=resolve_model_dir(config),
         cache_dir=config.resolve(s.cache_dir) if s.cache_dir else None,
         threads=s.threads,
-    )
-
-
-def build_broker(
-    config: AppConfig,
-    *,
-    embedder: Embedder | None = None,
-    use_config_embedder: bool = True,
-    store: SessionStore | None = None,
-) -> AppParts:
-    """The domain's broker with ``embedder``, else the config's (unless
-    ``use_config_embedder`` is false: lexical only), and ``[server] max_message_chars``."""
-    if embedder is None and use_config_embedder:
-        embedder = build_embedder(config)
-    return factory.build_broker(
-        config, embedder=embedder, store=store, max_message_chars=config.server.max_message_chars
     )
