@@ -126,6 +126,7 @@ def build_gateway(
         backoff_max=g.backoff_max,
         debounce=g.debounce,
         fast_path=fast_path_enabled(config.server.fast_path),
+        token_file=config.resolve(g.token_file),
     )
     gateway = Gateway(
         resolve_servers(config) if servers is None else servers,

@@ -23,6 +23,7 @@ __all__ = [
     "DownstreamToolConfig",
     "GatewayConfig",
     "HttpConfig",
+    "OAuthConfig",
     "ServerConfig",
     "TelemetryConfig",
     "load_config",
@@ -68,6 +69,8 @@ class GatewayConfig(ConfigModel):
     pin_file: Path = Path("context-broker.pins.json")
     max_description_chars: int = Field(2_000, ge=100)
     max_tools_per_server: int = Field(200, ge=1)
+    # OAuth tokens and client registrations of downstream servers; written private (0600).
+    token_file: Path = Path("context-broker.tokens.json")
 
 
 class TelemetryConfig(ConfigModel):
@@ -84,6 +87,43 @@ class DownstreamToolConfig(ConfigModel):
 
     include: IncludeMode | None = None
     enabled: bool = True
+
+
+class OAuthConfig(ConfigModel):
+    """OAuth to one downstream HTTP server (``[servers.NAME.oauth]``): the authorization code
+    grant with a person at a browser (default), or the client credentials grant for brokers
+    that run with no one present (with ``client_secret`` or ``private_key_pem``)."""
+
+    grant: Literal["authorization_code", "client_credentials"] = "authorization_code"
+    client_id: str | None = None
+    client_secret: str | None = None
+    private_key_pem: str | None = None
+    signing_algorithm: str = "RS256"
+    scopes: tuple[str, ...] = ()
+    # The authorization server the credentials belong to; tokens are only asked of it.
+    issuer: str | None = None
+    # An HTTPS URL of this client's metadata document, used as its client_id where the
+    # authorization server accepts those (instead of registering).
+    client_metadata_url: str | None = None
+    # Port of the loopback redirect (http://127.0.0.1:PORT/callback); 0 picks a free one.
+    redirect_port: int = Field(0, ge=0, le=65535)
+
+    @model_validator(mode="after")
+    def _complete(self) -> OAuthConfig:
+        if self.client_secret is not None and self.private_key_pem is not None:
+            raise ValueError("set at most one of 'client_secret' or 'private_key_pem'")
+        if self.grant == "client_credentials":
+            if self.client_id is None:
+                raise ValueError("grant 'client_credentials' needs 'client_id'")
+            if self.client_secret is None and self.private_key_pem is None:
+                raise ValueError(
+                    "grant 'client_credentials' needs 'client_secret' or 'private_key_pem'"
+                )
+        elif self.private_key_pem is not None:
+            raise ValueError("'private_key_pem' works with grant = 'client_credentials' only")
+        if self.client_secret is not None and self.client_id is None:
+            raise ValueError("'client_secret' needs the 'client_id' it belongs to")
+        return self
 
 
 class DownstreamConfig(ConfigModel):
@@ -107,6 +147,7 @@ class DownstreamConfig(ConfigModel):
     max_tools: int | None = Field(None, ge=1)
     max_description_chars: int | None = Field(None, ge=100)
     tools: dict[str, DownstreamToolConfig] = Field(default_factory=dict)
+    oauth: OAuthConfig | None = None
 
     @model_validator(mode="after")
     def _one_target(self) -> DownstreamConfig:
@@ -116,6 +157,8 @@ class DownstreamConfig(ConfigModel):
             raise ValueError(f"transport {self.transport!r} needs 'url', not 'command'")
         if self.url is not None and self.transport == "stdio":
             raise ValueError("transport 'stdio' needs 'command', not 'url'")
+        if self.oauth is not None and self.url is None:
+            raise ValueError("'oauth' works with 'url' servers (http or sse) only")
         return self
 
     @property

@@ -190,7 +190,11 @@ def read_tail(stream: IO[bytes] | None) -> str:
 
 
 async def _transport(
-    stack: AsyncExitStack, config: DownstreamConfig, stderr: IO[bytes] | None, fast_path: bool
+    stack: AsyncExitStack,
+    config: DownstreamConfig,
+    stderr: IO[bytes] | None,
+    fast_path: bool,
+    auth: httpx2.Auth | None,
 ) -> tuple[ReadStream[SessionMessage | Exception], Any, StdioLink | None]:
     kind = config.kind
     if kind == "stdio":
@@ -212,6 +216,7 @@ async def _transport(
             httpx2.AsyncClient(
                 headers=dict(config.headers),
                 timeout=httpx2.Timeout(config.timeout, read=max(300.0, config.timeout)),
+                auth=auth,
             )
         )
         read, write = await stack.enter_async_context(
@@ -220,7 +225,7 @@ async def _transport(
         return read, write, None
     if kind == "sse":
         read, write = await stack.enter_async_context(
-            sse_client(config.url, headers=dict(config.headers), timeout=config.timeout)
+            sse_client(config.url, headers=dict(config.headers), timeout=config.timeout, auth=auth)
         )
         return read, write, None
     raise AssertionError(kind)
@@ -243,6 +248,7 @@ async def open_connection(
     on_notification: NotificationFn,
     on_transport_error: Callable[[Exception], Awaitable[None]],
     fast_path: bool = True,
+    auth: httpx2.Auth | None = None,
 ) -> Connection:
     """Start the transport and session inside ``stack`` and run the handshake.
 
@@ -251,8 +257,9 @@ async def open_connection(
     ``stderr`` (see :func:`spool_stderr`) so failures can quote it, redacted. With
     ``fast_path`` a stdio server is spawned by :mod:`.stdio_link` (forwarded calls take its
     request lane); without, by the SDK's ``stdio_client``, every request through the session.
+    ``auth`` signs an HTTP or SSE server's requests (OAuth, see :mod:`.oauth`).
     """
-    read, write, link = await _transport(stack, config, stderr, fast_path)
+    read, write, link = await _transport(stack, config, stderr, fast_path, auth)
     closed = anyio.Event()
 
     async def handle(message: IncomingMessage) -> None:

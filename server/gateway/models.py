@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import mcp_types as types
@@ -33,6 +34,7 @@ class GatewaySettings:
     debounce: float = 0.25
     pin_poll: float = 1.0  # seconds between checks of the pin file for approvals
     fast_path: bool = True  # stdio servers get the request lane (see server.transport.sdk_compat)
+    token_file: Path | None = None  # OAuth tokens of downstream servers (None: kept in memory)
 
     def backoff(self, attempt: int) -> float:
         """Delay before reconnect attempt ``attempt`` (0-based)."""

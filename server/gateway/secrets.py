@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
 from server.redaction import address_secrets
-from server.settings import DownstreamConfig
+from server.settings import DownstreamConfig, OAuthConfig
 
 from .errors import SecretError
 
@@ -93,7 +93,23 @@ def expand_server(
         secrets.update(address_secrets(update["url"]))
     if config.cwd is not None:
         update["cwd"] = type(config.cwd)(one(str(config.cwd), "cwd"))
+    if config.oauth is not None:
+        update["oauth"] = _expand_oauth(config.oauth, one, secrets)
     return config.model_copy(update=update), {s for s in secrets if len(s) >= MIN_SECRET_CHARS}
+
+
+def _expand_oauth(
+    oauth: OAuthConfig, one: Callable[[str, str], str], secrets: set[str]
+) -> OAuthConfig:
+    """The ``oauth`` table with references expanded; its client secret and key are secrets."""
+    update: dict[str, Any] = {}
+    for key in ("client_id", "client_secret", "private_key_pem"):
+        raw = getattr(oauth, key)
+        if raw is not None:
+            update[key] = one(raw, f"oauth.{key}")
+            if key != "client_id":
+                secrets.add(update[key])
+    return oauth.model_copy(update=update)
 
 
 class Redactor:

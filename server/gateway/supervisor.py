@@ -15,6 +15,7 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 import anyio
+import httpx2
 import mcp_types as types
 
 from server.settings import DownstreamConfig
@@ -22,6 +23,8 @@ from server.settings import DownstreamConfig
 from .connection import Connection, open_connection, read_tail, spool_stderr
 from .errors import GatewayError
 from .models import GatewaySettings
+from .oauth import build_auth, paused
+from .oauth_store import TokenFile
 from .secrets import Redactor, expand_server
 from .server_state import ServerState
 from .servers_file import DEPTH_ENV, broker_depth
@@ -54,6 +57,7 @@ class Supervisor:
         self.redactor = redactor
         self.environ = environ
         self.on_tools = on_tools
+        self.tokens = TokenFile(settings.token_file)
 
     def _set(self, **changes: Any) -> None:
         for key, value in changes.items():
@@ -91,6 +95,7 @@ class Supervisor:
                 async with AsyncExitStack() as stack:
                     stderr = spool_stderr(stack, self.server.name, config)
                     try:
+                        auth = self._auth(config, scope)
                         conn = await open_connection(
                             stack,
                             self.server.name,
@@ -99,6 +104,7 @@ class Supervisor:
                             on_notification=self._on_notification,
                             on_transport_error=self._on_transport_error,
                             fast_path=self.settings.fast_path,
+                            auth=auth,
                         )
                         tools = await conn.list_tools()
                         scope.deadline = math.inf
@@ -119,6 +125,19 @@ class Supervisor:
                 "raise servers.<name>.timeout if the server is just slow to start",
             )
         return connected
+
+    def _auth(self, config: DownstreamConfig, scope: anyio.CancelScope) -> httpx2.Auth | None:
+        """The OAuth signer of a server with an ``oauth`` table; while a person signs in, the
+        connect deadline ``scope`` is stopped."""
+        if config.oauth is None:
+            return None
+        return build_auth(
+            self.server.name,
+            config,
+            self.tokens,
+            hold=lambda: paused(scope),
+            on_secret=self.redactor.add,
+        )
 
     async def _serve(self, conn: Connection) -> None:
         async with anyio.create_task_group() as tg:

@@ -1,0 +1,205 @@
+"""OAuth to downstream HTTP servers, as the MCP authorization specification asks of clients.
+
+The MCP SDK's client auth does the protocol: protected resource metadata discovery (from
+``WWW-Authenticate`` and the well-known paths), authorization server metadata (OAuth and
+OpenID discovery with the spec's fallbacks), pre-registration, Client ID Metadata Documents or
+dynamic registration, PKCE, resource indicators, scope selection and one step-up on
+``insufficient_scope``, the token endpoint auth methods, ``iss`` checks, refresh tokens and
+``offline_access``, and the client credentials grant (client secret or a private key JWT).
+This module builds the SDK provider a ``[servers.NAME.oauth]`` table asks for, with the
+token file of :mod:`.oauth_store` as its storage and, for the authorization code grant, the
+browser and loopback redirect of :mod:`.oauth_loopback`. The provider is an ``httpx2.Auth``
+the connection puts on its HTTP client.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, nullcontext
+from urllib.parse import urlsplit
+
+import anyio
+import httpx2
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.auth.extensions.client_credentials import (
+    ClientCredentialsOAuthProvider,
+    PrivateKeyJWTOAuthProvider,
+    SignedJWTParameters,
+)
+from mcp.client.auth.oauth2 import OAuthContext
+from mcp.client.auth.utils import union_scopes
+from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
+from mcp.shared.exceptions import MCPDeprecationWarning
+
+from server.settings import DownstreamConfig, OAuthConfig
+
+from .oauth_loopback import HoldFn, LoopbackReceiver, free_port
+from .oauth_store import ServerTokens, TokenFile
+
+__all__ = ["LOGIN_TIMEOUT", "build_auth", "paused"]
+
+LOGIN_TIMEOUT = 300.0
+"""Seconds a person has to finish signing in at the browser."""
+
+_CLIENT_NAME = "context-broker"
+SecretFn = Callable[[Iterable[str]], None]
+_CODE_GRANTS = ["authorization_code", "refresh_token"]
+
+
+@contextmanager
+def paused(scope: anyio.CancelScope) -> Iterator[None]:
+    """Stop ``scope``'s deadline while the block runs (a person is signing in)."""
+    remaining = scope.deadline - anyio.current_time()
+    scope.deadline = math.inf
+    try:
+        yield
+    finally:
+        scope.deadline = anyio.current_time() + remaining if math.isfinite(remaining) else math.inf
+
+
+def build_auth(
+    name: str,
+    config: DownstreamConfig,
+    tokens: TokenFile,
+    *,
+    hold: HoldFn = nullcontext,
+    login_timeout: float = LOGIN_TIMEOUT,
+    on_secret: SecretFn | None = None,
+) -> httpx2.Auth:
+    """The ``httpx2.Auth`` for server ``name`` (its ``oauth`` table, secrets expanded).
+
+    ``hold`` suspends the caller's deadline while a person signs in (at most
+    ``login_timeout`` seconds); ``on_secret`` receives every token value, for the redactor.
+    """
+    oauth = config.oauth
+    assert oauth is not None and config.url is not None
+    if oauth.grant == "client_credentials":
+        storage = ServerTokens(tokens, name, config.url, on_secret=on_secret)
+        provider: OAuthClientProvider = _machine_provider(config.url, oauth, storage)
+    else:
+        receiver, fixed = _receiver(name, config.url, oauth, tokens, hold, login_timeout)
+        storage = ServerTokens(tokens, name, config.url, fixed_client=fixed, on_secret=on_secret)
+        provider = _person_provider(config.url, oauth, storage, receiver)
+    storage.bind(provider.context)
+    return provider
+
+
+def _scope(oauth: OAuthConfig) -> str | None:
+    return " ".join(oauth.scopes) or None
+
+
+def _machine_provider(url: str, oauth: OAuthConfig, storage: ServerTokens) -> OAuthClientProvider:
+    """The client credentials grant, with a private key JWT or the client secret."""
+    assert oauth.client_id is not None
+    # Without ``issuer`` the SDK warns that the server's advertised authorization server is
+    # trusted; that is this config's documented meaning, so the warning would only be noise.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        if oauth.private_key_pem is not None:
+            signer = SignedJWTParameters(
+                issuer=oauth.client_id,
+                subject=oauth.client_id,
+                signing_key=oauth.private_key_pem,
+                signing_algorithm=oauth.signing_algorithm,
+            )
+            return _PrivateKeyJWT(
+                url,
+                storage,
+                oauth.client_id,
+                signer.create_assertion_provider(),
+                scope=_scope(oauth),
+                issuer=oauth.issuer,
+            )
+        assert oauth.client_secret is not None
+        return _ClientSecret(
+            url,
+            storage,
+            oauth.client_id,
+            oauth.client_secret,
+            scope=_scope(oauth),
+            issuer=oauth.issuer,
+        )
+
+
+def _receiver(
+    name: str, url: str, oauth: OAuthConfig, tokens: TokenFile, hold: HoldFn, timeout: float
+) -> tuple[LoopbackReceiver, OAuthClientInformationFull | None]:
+    """The loopback receiver (on the port the registration names), and the pre-registered
+    client when the config gives a ``client_id`` (never registered, never stored)."""
+    port = oauth.redirect_port or _registered_port(tokens.entry(name, url)) or free_port()
+    receiver = LoopbackReceiver(name, port, timeout=timeout, hold=hold)
+    if oauth.client_id is None:
+        return receiver, None
+    fixed = OAuthClientInformationFull(
+        client_id=oauth.client_id,
+        client_secret=oauth.client_secret,
+        redirect_uris=[receiver.redirect_uri],  # type: ignore[list-item]
+        grant_types=_CODE_GRANTS,
+        token_endpoint_auth_method="client_secret_basic" if oauth.client_secret else "none",
+        issuer=oauth.issuer,
+    )
+    return receiver, fixed
+
+
+def _person_provider(
+    url: str, oauth: OAuthConfig, storage: ServerTokens, receiver: LoopbackReceiver
+) -> OAuthClientProvider:
+    """The authorization code grant: a browser, a loopback redirect, PKCE."""
+    metadata = OAuthClientMetadata(
+        client_name=_CLIENT_NAME,
+        redirect_uris=[receiver.redirect_uri],  # type: ignore[list-item]
+        grant_types=_CODE_GRANTS,
+        scope=_scope(oauth),
+    )
+    provider = _AuthorizationCode(
+        url,
+        metadata,
+        storage,
+        redirect_handler=receiver.open,
+        callback_handler=receiver.wait,
+        client_metadata_url=oauth.client_metadata_url,
+    )
+    provider.wanted_scope = _scope(oauth)
+    return provider
+
+
+def _registered_port(entry: dict[str, object]) -> int | None:
+    """The loopback port of the stored registration: its redirect URI must stay the same."""
+    client = entry.get("client")
+    uris = client.get("redirect_uris") if isinstance(client, dict) else None
+    if not isinstance(uris, list) or not uris or not isinstance(uris[0], str):
+        return None
+    parts = urlsplit(uris[0])
+    return parts.port if parts.hostname == "127.0.0.1" else None
+
+
+def _want(context: OAuthContext, scope: str | None) -> None:
+    """Add the configured scopes to those the spec's selection chose for this request."""
+    if scope:
+        context.client_metadata.scope = union_scopes(context.client_metadata.scope, scope)
+
+
+# The SDK picks the scope from the server's challenge and metadata right before it asks for a
+# token; these subclasses only add the configured ``scopes`` to that choice.
+
+
+class _AuthorizationCode(OAuthClientProvider):
+    wanted_scope: str | None = None
+
+    async def _perform_authorization(self) -> httpx2.Request:
+        _want(self.context, self.wanted_scope)
+        return await super()._perform_authorization()
+
+
+class _ClientSecret(ClientCredentialsOAuthProvider):
+    async def _perform_authorization(self) -> httpx2.Request:
+        _want(self.context, self._fixed_client_info.scope)
+        return await super()._perform_authorization()
+
+
+class _PrivateKeyJWT(PrivateKeyJWTOAuthProvider):
+    async def _perform_authorization(self) -> httpx2.Request:
+        _want(self.context, self._fixed_client_info.scope)
+        return await super()._perform_authorization()

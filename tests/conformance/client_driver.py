@@ -1,0 +1,134 @@
+"""The MCP conformance suite's client, played by the broker: ``conformance client --command
+"python client_driver.py" --scenario NAME`` appends the scenario server's URL.
+
+The driver writes a broker config with that URL as the one downstream server (with an
+``oauth`` table for ``auth/*`` scenarios, carrying the client credentials the scenario's
+context gives), starts ``context-broker serve`` over stdio with ``BROWSER`` set to
+``open_url.py``, waits for the downstream's tools and calls each once through the broker.
+``CONFORMANCE_DRIVER_DIR`` keeps the broker's files (config, token file) in a given folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp import ClientSession, StdioServerParameters, stdio_client
+
+HERE = Path(__file__).resolve().parent
+BROKER = str(Path(sys.executable).parent / "context-broker")
+SERVER = "remote"
+CIMD_URL = "https://conformance-test.local/client-metadata.json"
+WAIT_FOR_TOOLS = 25.0
+
+CONFIG = """
+[search]
+semantic = false
+
+[persistence]
+backend = "memory"
+
+[gateway]
+pin_file = "pins.json"
+token_file = "tokens.json"
+startup_budget = 0
+
+[servers.{server}]
+url = {url}
+include = "always"
+trust = "auto"
+timeout = 20
+"""
+
+
+def oauth_table(scenario: str, context: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``[servers.NAME.oauth]`` table for a scenario (None when it needs no OAuth)."""
+    if not scenario.startswith("auth/"):
+        return None
+    table: dict[str, Any] = {"client_metadata_url": CIMD_URL}
+    for key in ("client_id", "client_secret", "private_key_pem", "signing_algorithm", "issuer"):
+        if isinstance(context.get(key), str):
+            table[key] = context[key]
+    if scenario.startswith("auth/client-credentials"):
+        table["grant"] = "client_credentials"
+        table.pop("client_metadata_url")
+    return table
+
+
+def write_config(folder: Path, url: str, oauth: dict[str, Any] | None) -> Path:
+    """The broker config with ``url`` as its one downstream server."""
+    text = CONFIG.format(server=SERVER, url=json.dumps(url))
+    if oauth is not None:
+        text += f"\n[servers.{SERVER}.oauth]\n"
+        text += "".join(f"{key} = {json.dumps(value)}\n" for key, value in oauth.items())
+    path = folder / "broker.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def arguments_for(schema: dict[str, Any]) -> dict[str, Any]:
+    """Arguments for a tool: each required property's default, or a plain value of its type."""
+    plain = {"number": 1, "integer": 1, "boolean": True, "array": [], "object": {}}
+    out: dict[str, Any] = {}
+    properties = schema.get("properties") or {}
+    for name in schema.get("required") or []:
+        prop = properties.get(name) or {}
+        out[name] = prop["default"] if "default" in prop else plain.get(prop.get("type"), "test")
+    return out
+
+
+async def downstream_tools(session: ClientSession, changed: anyio.Event) -> list[types.Tool]:
+    """The downstream's tools as the broker lists them, once they arrived."""
+    with anyio.fail_after(WAIT_FOR_TOOLS):
+        while True:
+            listed = (await session.list_tools()).tools
+            mine = [t for t in listed if t.name.startswith(f"{SERVER}__")]
+            if mine:
+                return mine
+            await changed.wait()
+            changed = anyio.Event()
+
+
+async def drive(config: Path) -> None:
+    """Serve ``config`` over stdio; list and call every downstream tool once."""
+    env = dict(os.environ)
+    env["BROWSER"] = f"{shlex.quote(sys.executable)} {shlex.quote(str(HERE / 'open_url.py'))} %s"
+    params = StdioServerParameters(command=BROKER, args=["serve", "--config", str(config)], env=env)
+    state = {"changed": anyio.Event()}
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            state["changed"].set()
+
+    async with (
+        stdio_client(params) as (read, write),
+        ClientSession(read, write, message_handler=on_message) as session,
+    ):
+        await session.initialize()
+        for tool in await downstream_tools(session, state["changed"]):
+            result = await session.call_tool(tool.name, arguments_for(tool.input_schema))
+            print(f"{tool.name}: isError={result.is_error}", file=sys.stderr)
+
+
+def main() -> int:
+    url = sys.argv[-1]
+    scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
+    context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    kept = os.environ.get("CONFORMANCE_DRIVER_DIR")
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(kept) if kept else Path(scratch)
+        folder.mkdir(parents=True, exist_ok=True)
+        config = write_config(folder, url, oauth_table(scenario, context))
+        anyio.run(drive, config)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
