@@ -1,5 +1,6 @@
 """Summary providers, tried in order, the one used reported: an LLM API (Anthropic Messages
-or any OpenAI-compatible chat-completions endpoint), MCP sampling (only when the calling
+or any OpenAI-compatible chat-completions endpoint, each through its provider's official SDK,
+installed by the ``anthropic`` or ``openai`` extra), MCP sampling (only when the calling
 client declares it and the connection can carry a server-to-client request), then the
 extractive summarizer, which needs no LLM and never fails.
 
@@ -8,29 +9,33 @@ tool call's worker thread; each async provider here is bridged back to the event
 ``anyio.from_thread.run``. All providers of one chain share one deadline of
 ``[history.summarizer] timeout`` seconds, so a summary never holds a request longer than
 that: whatever is left when the LLM API gives up is what sampling gets, and the extractive
-summarizer needs no time budget. Failures (timeout, HTTP 429/500, malformed body, missing
-key) are recorded as the attempt's error and the next provider is tried. The API key is read
-from the environment variable named by ``api_key_env`` at call time and never appears in an
-error or a log line.
+summarizer needs no time budget. An SDK is imported on the first summary, in the worker
+thread and before that budget starts; a config naming a provider whose SDK is missing is
+refused at startup. Failures (timeout, HTTP 429/500, malformed body, missing key) are
+recorded as the attempt's error and the next provider is tried, never retried by the SDK.
+The API key is read from the environment variable named by ``api_key_env`` at call time
+and never appears in an error or a log line.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from types import ModuleType
 from typing import Any, Protocol
 
 import anyio
 import anyio.from_thread
-import httpx
 from mcp import types
 from mcp.server import ServerRequestContext
 from mcp.shared.message import ServerMessageMetadata
 
 from contextcore.config import SummarizerConfig
+from contextcore.errors import ConfigError
 from contextcore.history import ExtractiveSummarizer, Summarizer, SummarizerChain
 from contextcore.history.messages import ToolCall, content_parts, make_message
 from contextcore.history.summaries import EXTRACTIVE
@@ -45,6 +50,7 @@ __all__ = [
     "SamplingSummarizer",
     "SummarizerFactory",
     "render_transcript",
+    "require_sdk",
     "sampler_for",
 ]
 
@@ -52,7 +58,6 @@ log = logging.getLogger(__name__)
 
 ANTHROPIC_URL = "https://api.anthropic.com"
 OPENAI_URL = "https://api.openai.com/v1"
-ANTHROPIC_VERSION = "2023-06-01"
 _PIECE_CHARS = 2000
 _TRANSCRIPT_CHARS = 60_000
 
@@ -68,6 +73,10 @@ class AsyncSummarizer(Protocol):
     """An async summary provider."""
 
     name: str
+
+    def prepare(self) -> None:
+        """Load what the provider needs (called in the worker thread before the time
+        budget starts)."""
 
     async def summarize(
         self, messages: Sequence[Mapping[str, Any]], previous_summary: str | None, max_tokens: int
@@ -118,23 +127,52 @@ def _message_text(raw: Mapping[str, Any]) -> str:
     return " ".join(parts)
 
 
-# -- HTTP providers ----------------------------------------------------------------------
+# -- LLM API providers ------------------------------------------------------------------
 
 
-class _HttpSummarizer:
-    name = "http"
+def require_sdk(config: SummarizerConfig) -> None:
+    """Refuse a config whose LLM API provider's SDK is not installed, naming the extra that
+    brings it (the extra, the provider and the SDK's module share one name)."""
+    provider = config.provider
+    if provider != "none" and not _installed(provider):
+        raise ConfigError(
+            f"history.summarizer.provider = {provider!r} needs the {provider} SDK, which is not "
+            f"installed; install the extra: pip install 'mcp-context-broker[{provider}]'",
+            field="history.summarizer.provider",
+        )
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ValueError:  # sys.modules holds None for it: its import is blocked
+        return False
+
+
+class _ApiSummarizer:
+    """An LLM API through its provider's official SDK, which is imported on first use (it
+    takes a second or more) and never retries: a failure falls through to the next provider."""
+
+    name = "api"
     default_url = ""
 
-    def __init__(
-        self,
-        config: SummarizerConfig,
-        *,
-        environ: Mapping[str, str] | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
+    def __init__(self, config: SummarizerConfig, *, environ: Mapping[str, str] | None = None):
         self.config = config
         self._environ = environ
-        self._transport = transport
+
+    @property
+    def url(self) -> str:
+        """Where requests go; always explicit, so no SDK environment variable redirects them."""
+        return (self.config.base_url or self.default_url).rstrip("/")
+
+    def prepare(self) -> None:
+        self._sdk()
+
+    def _sdk(self) -> ModuleType:
+        raise NotImplementedError
+
+    async def _ask(self, key: str, system: str, prompt: str) -> str | None:
+        raise NotImplementedError
 
     def _key(self) -> str:
         name = self.config.api_key_env
@@ -146,95 +184,86 @@ class _HttpSummarizer:
             raise ProviderError(f"environment variable {name!r} is not set or empty")
         return key
 
-    def _request(self, key: str, body: dict[str, Any]) -> tuple[str, dict[str, str]]:
-        raise NotImplementedError
-
-    def _text(self, data: Any) -> str:
-        raise NotImplementedError
-
     async def summarize(
         self, messages: Sequence[Mapping[str, Any]], previous_summary: str | None, max_tokens: int
     ) -> str:
         if not self.config.model:
             raise ProviderError("history.summarizer.model is empty; name the model to use")
         key = self._key()
-        body: dict[str, Any] = {
-            "model": self.config.model,
-            "max_tokens": self.config.max_tokens,
-            "system": system_prompt(max_tokens),
-            "prompt": render_transcript(messages, previous_summary),
-        }
-        url, headers = self._request(key, body)
-        payload = self._payload(body)
+        sdk, url = self._sdk(), self.url
+        prompt = render_transcript(messages, previous_summary)
         try:
-            async with httpx.AsyncClient(
-                timeout=self.config.timeout, transport=self._transport
-            ) as client:
-                response = await client.post(url, json=payload, headers=headers)
-        except httpx.TimeoutException as exc:
-            raise ProviderError(f"{url} timed out ({type(exc).__name__})") from None
-        except httpx.HTTPError as exc:
-            raise ProviderError(f"{url} failed: {type(exc).__name__}") from None
-        if response.status_code != 200:
-            raise ProviderError(f"{url} answered HTTP {response.status_code}")
-        try:
-            text = self._text(response.json())
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            text = await self._ask(key, system_prompt(max_tokens), prompt)
+        except sdk.APITimeoutError:
+            raise ProviderError(f"{url} timed out") from None
+        except sdk.APIStatusError as exc:
+            raise ProviderError(f"{url} answered HTTP {exc.status_code}") from None
+        except sdk.APIConnectionError as exc:
+            raise ProviderError(f"{url} failed: {type(exc.__cause__ or exc).__name__}") from None
+        except (sdk.APIResponseValidationError, *_MALFORMED) as exc:
             raise ProviderError(f"{url} sent a malformed body ({type(exc).__name__})") from None
         if not isinstance(text, str) or not text.strip():
             raise ProviderError(f"{url} sent no summary text")
         return text
 
-    def _payload(self, body: dict[str, Any]) -> dict[str, Any]:
-        raise NotImplementedError
+
+# What reading a body of the wrong shape raises (the SDKs build their models unvalidated).
+_MALFORMED = (ValueError, KeyError, IndexError, TypeError, AttributeError)
 
 
-class AnthropicSummarizer(_HttpSummarizer):
-    """``POST {base_url}/v1/messages`` with ``x-api-key`` and ``anthropic-version``."""
+class AnthropicSummarizer(_ApiSummarizer):
+    """The Anthropic Messages API (``{base_url}/v1/messages``) through the ``anthropic`` SDK."""
 
     name = "anthropic"
+    default_url = ANTHROPIC_URL
 
-    def _request(self, key: str, body: dict[str, Any]) -> tuple[str, dict[str, str]]:
-        base = (self.config.base_url or ANTHROPIC_URL).rstrip("/")
-        return f"{base}/v1/messages", {"x-api-key": key, "anthropic-version": ANTHROPIC_VERSION}
+    def _sdk(self) -> ModuleType:
+        import anthropic
 
-    def _payload(self, body: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "model": body["model"],
-            "max_tokens": body["max_tokens"],
-            "system": body["system"],
-            "messages": [{"role": "user", "content": body["prompt"]}],
-        }
+        return anthropic
 
-    def _text(self, data: Any) -> str:
-        blocks = data["content"]
-        return "".join(b["text"] for b in blocks if b.get("type") == "text")
+    async def _ask(self, key: str, system: str, prompt: str) -> str | None:
+        import anthropic
+
+        async with anthropic.AsyncAnthropic(
+            api_key=key, base_url=self.url, timeout=self.config.timeout, max_retries=0
+        ) as client:
+            message = await client.messages.create(
+                model=self.config.model,
+                max_tokens=self.config.max_tokens,
+                system=system,
+                messages=[{"role": "user", "content": prompt}],
+            )
+        return "".join(block.text for block in message.content if block.type == "text")
 
 
-class OpenAISummarizer(_HttpSummarizer):
-    """``POST {base_url}/chat/completions`` with a Bearer key (any compatible endpoint)."""
+class OpenAISummarizer(_ApiSummarizer):
+    """Chat completions (``{base_url}/chat/completions``) through the ``openai`` SDK: the
+    OpenAI API or any compatible endpoint."""
 
     name = "openai"
+    default_url = OPENAI_URL
 
-    def _request(self, key: str, body: dict[str, Any]) -> tuple[str, dict[str, str]]:
-        base = (self.config.base_url or OPENAI_URL).rstrip("/")
-        return f"{base}/chat/completions", {"authorization": f"Bearer {key}"}
+    def _sdk(self) -> ModuleType:
+        import openai
 
-    def _payload(self, body: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "model": body["model"],
-            "max_tokens": body["max_tokens"],
-            "messages": [
-                {"role": "system", "content": body["system"]},
-                {"role": "user", "content": body["prompt"]},
-            ],
-        }
+        return openai
 
-    def _text(self, data: Any) -> str:
-        text = data["choices"][0]["message"]["content"]
-        if not isinstance(text, str):
-            raise TypeError("content is not a string")
-        return text
+    async def _ask(self, key: str, system: str, prompt: str) -> str | None:
+        import openai
+
+        async with openai.AsyncOpenAI(
+            api_key=key, base_url=self.url, timeout=self.config.timeout, max_retries=0
+        ) as client:
+            completion = await client.chat.completions.create(
+                model=self.config.model,
+                max_tokens=self.config.max_tokens,
+                messages=[
+                    {"role": "system", "content": system},
+                    {"role": "user", "content": prompt},
+                ],
+            )
+        return completion.choices[0].message.content
 
 
 # -- MCP sampling ------------------------------------------------------------------------
@@ -248,6 +277,9 @@ class SamplingSummarizer:
     def __init__(self, sampler: Sampler, max_tokens: int) -> None:
         self._sampler = sampler
         self._max_tokens = max_tokens
+
+    def prepare(self) -> None:
+        """Nothing to load."""
 
     async def summarize(
         self, messages: Sequence[Mapping[str, Any]], previous_summary: str | None, max_tokens: int
@@ -321,6 +353,7 @@ class _Blocking:
     def summarize(
         self, messages: Sequence[Mapping[str, Any]], previous_summary: str | None, max_tokens: int
     ) -> str:
+        self.provider.prepare()
         return anyio.from_thread.run(self._run, messages, previous_summary, max_tokens)
 
     async def _run(
@@ -341,29 +374,24 @@ class _Blocking:
 class SummarizerFactory:
     """Builds the chain for one call: configured LLM API, sampling (if offered), extractive.
 
-    Build a fresh chain per tool call: its deadline starts with its first provider.
+    Build a fresh chain per tool call: its deadline starts with its first provider. Raises
+    :class:`ConfigError` when the configured provider's SDK is not installed.
     """
 
     def __init__(
-        self,
-        config: SummarizerConfig,
-        *,
-        environ: Mapping[str, str] | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
+        self, config: SummarizerConfig, *, environ: Mapping[str, str] | None = None
     ) -> None:
+        require_sdk(config)
         self.config = config
         self._environ = environ
-        self._transport = transport
 
     def api_provider(self) -> AsyncSummarizer | None:
         """The configured LLM API provider, or ``None`` for ``provider = "none"``."""
         kind = self.config.provider
         if kind == "anthropic":
-            return AnthropicSummarizer(
-                self.config, environ=self._environ, transport=self._transport
-            )
+            return AnthropicSummarizer(self.config, environ=self._environ)
         if kind == "openai":
-            return OpenAISummarizer(self.config, environ=self._environ, transport=self._transport)
+            return OpenAISummarizer(self.config, environ=self._environ)
         return None
 
     def chain(self, sampler: Sampler | None = None) -> SummarizerChain:

@@ -12,6 +12,7 @@ from server.settings import load_config
 
 from ..gateway import GatewayError
 from ..gateway.trust import approve_hint
+from ..summarizers import require_sdk
 from ..terminal import escape, escape_lines
 
 __all__ = ["check_exit_code", "check_report", "format_check"]
@@ -57,6 +58,7 @@ def check_report(config_path: Path) -> dict[str, Any]:
     """Validate the config, load its catalog and the model; never raises for bad input."""
     try:
         config = load_config(config_path)
+        require_sdk(config.history.summarizer)  # as serve refuses it at startup
         parts = build_broker(config)
     except ContextCoreError as exc:
         return {"ok": False, "config": str(config_path), "error": exc.message}

@@ -30,7 +30,9 @@ class FakeLLM:
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", "0"))
                 body = json.loads(self.rfile.read(length) or b"{}")
-                fake.requests.append((self.path, dict(self.headers.items()), body))
+                # Header names are case-insensitive; recorded lower-cased.
+                headers = {name.lower(): value for name, value in self.headers.items()}
+                fake.requests.append((self.path, headers, body))
                 fake._answer(self)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -4,8 +4,11 @@ provider with its reason recorded and the key never shown."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -21,9 +24,15 @@ from server.summarizers import (
     ProviderError,
     SummarizerFactory,
 )
+from tests.support.broker_procs import server_env
 from tests.support.mcp_calls import call
 
 ENV = {"TEST_LLM_KEY": KEY}
+# The real command with one module's import blocked, as if its SDK were not installed.
+WITHOUT_MODULE = (
+    "import sys; sys.modules[sys.argv[1]] = None; "
+    "from server.cli.main import main; raise SystemExit(main(sys.argv[2:]))"
+)
 
 
 async def chain_summary(factory: SummarizerFactory) -> SummaryOutcome:
@@ -39,7 +48,8 @@ async def test_the_anthropic_provider_speaks_the_messages_api(fake_llm: FakeLLM)
     assert text == SUMMARY
     path, headers, body = fake_llm.requests[-1]
     assert path == "/v1/messages"
-    assert headers["x-api-key"] == KEY and headers["anthropic-version"] == "2023-06-01"
+    # The SDK sends the key as a bearer token and names the API version it speaks.
+    assert headers["authorization"] == f"Bearer {KEY}" and headers["anthropic-version"]
     assert body["model"] == "test-model" and body["max_tokens"] == 500
     assert "200 tokens" in body["system"]
     prompt = body["messages"][0]["content"]
@@ -126,3 +136,28 @@ async def test_a_session_summary_by_the_api_is_stored_and_reported(
         assert failed["provider"] == "extractive"
         assert [a["provider"] for a in failed["attempts"]] == ["anthropic", "extractive"]
         assert "HTTP 500" in failed["attempts"][0]["error"]
+
+
+@pytest.mark.parametrize(("command", "provider"), [("serve", "anthropic"), ("check", "openai")])
+def test_a_provider_whose_sdk_is_missing_is_refused_naming_the_extra(
+    tmp_path: Path, command: str, provider: str
+) -> None:
+    config = tmp_path / "broker.toml"
+    config.write_text(
+        f'[search]\nsemantic = false\n\n[history.summarizer]\nprovider = "{provider}"\n'
+        'model = "test-model"\napi_key_env = "TEST_LLM_KEY"\n',
+        encoding="utf-8",
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_MODULE, provider, command, "--config", str(config)],
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        timeout=90,
+        env=server_env(),
+        check=False,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output
+    assert f"history.summarizer.provider = '{provider}' needs the {provider} SDK" in output
+    assert f"pip install 'mcp-context-broker[{provider}]'" in output
