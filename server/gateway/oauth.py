@@ -67,11 +67,13 @@ def build_auth(
     hold: HoldFn = nullcontext,
     login_timeout: float = LOGIN_TIMEOUT,
     on_secret: SecretFn | None = None,
+    may_open: Callable[[], bool] = lambda: True,
 ) -> httpx2.Auth:
     """The ``httpx2.Auth`` for server ``name`` (its ``oauth`` table, secrets expanded).
 
     ``hold`` suspends the caller's deadline while a person signs in (at most
-    ``login_timeout`` seconds); ``on_secret`` receives every token value, for the redactor.
+    ``login_timeout`` seconds); ``on_secret`` receives every token value, for the redactor;
+    ``may_open`` says whether a browser may be opened (else the URL is logged).
     """
     oauth = config.oauth
     assert oauth is not None and config.url is not None
@@ -79,7 +81,14 @@ def build_auth(
         storage = ServerTokens(tokens, name, config.url, on_secret=on_secret)
         provider: OAuthClientProvider = _machine_provider(config.url, oauth, storage)
     else:
-        receiver, fixed = _receiver(name, config.url, oauth, tokens, hold, login_timeout)
+        receiver = LoopbackReceiver(
+            name,
+            _port(name, config.url, oauth, tokens),
+            timeout=login_timeout,
+            hold=hold,
+            may_open=may_open,
+        )
+        fixed = _pre_registered(oauth, receiver.redirect_uri)
         storage = ServerTokens(tokens, name, config.url, fixed_client=fixed, on_secret=on_secret)
         provider = _person_provider(config.url, oauth, storage, receiver)
     storage.bind(provider.context)
@@ -123,24 +132,24 @@ def _machine_provider(url: str, oauth: OAuthConfig, storage: ServerTokens) -> OA
         )
 
 
-def _receiver(
-    name: str, url: str, oauth: OAuthConfig, tokens: TokenFile, hold: HoldFn, timeout: float
-) -> tuple[LoopbackReceiver, OAuthClientInformationFull | None]:
-    """The loopback receiver (on the port the registration names), and the pre-registered
-    client when the config gives a ``client_id`` (never registered, never stored)."""
-    port = oauth.redirect_port or _registered_port(tokens.entry(name, url)) or free_port()
-    receiver = LoopbackReceiver(name, port, timeout=timeout, hold=hold)
+def _port(name: str, url: str, oauth: OAuthConfig, tokens: TokenFile) -> int:
+    """The loopback redirect's port: configured, else the stored registration's (its redirect
+    URI must stay the same), else a free one."""
+    return oauth.redirect_port or _registered_port(tokens.entry(name, url)) or free_port()
+
+
+def _pre_registered(oauth: OAuthConfig, redirect_uri: str) -> OAuthClientInformationFull | None:
+    """The client the config names with ``client_id`` (never registered, never stored)."""
     if oauth.client_id is None:
-        return receiver, None
-    fixed = OAuthClientInformationFull(
+        return None
+    return OAuthClientInformationFull(
         client_id=oauth.client_id,
         client_secret=oauth.client_secret,
-        redirect_uris=[receiver.redirect_uri],  # type: ignore[list-item]
+        redirect_uris=[redirect_uri],  # type: ignore[list-item]
         grant_types=_CODE_GRANTS,
         token_endpoint_auth_method="client_secret_basic" if oauth.client_secret else "none",
         issuer=oauth.issuer,
     )
-    return receiver, fixed
 
 
 def _person_provider(

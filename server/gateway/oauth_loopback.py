@@ -48,11 +48,20 @@ def free_port() -> int:
 class LoopbackReceiver:
     """Opens the authorization URL and waits for its redirect, at most ``timeout`` seconds."""
 
-    def __init__(self, server: str, port: int, *, timeout: float, hold: HoldFn) -> None:
+    def __init__(
+        self,
+        server: str,
+        port: int,
+        *,
+        timeout: float,
+        hold: HoldFn,
+        may_open: Callable[[], bool] = lambda: True,
+    ) -> None:
         self.server = server
         self.port = port
         self.timeout = timeout
         self._hold = hold
+        self._may_open = may_open
         self._listener: MultiListener[anyio.abc.SocketStream] | None = None
 
     @property
@@ -65,6 +74,15 @@ class LoopbackReceiver:
             self._listener = await anyio.create_tcp_listener(
                 local_host="127.0.0.1", local_port=self.port
             )
+        if not self._may_open():  # one browser tab per server, not one per reconnect
+            log.warning(
+                "to authorize downstream %r, open this URL in a browser (or run "
+                "`context-broker auth login %s`): %s",
+                self.server,
+                self.server,
+                authorization_url,
+            )
+            return
         # webbrowser blocks until a BROWSER command exits; that command may be the one
         # following the redirect to this very listener, so it must not hold the event loop.
         threading.Thread(

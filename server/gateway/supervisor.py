@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -58,6 +58,7 @@ class Supervisor:
         self.environ = environ
         self.on_tools = on_tools
         self.tokens = TokenFile(settings.token_file)
+        self._browser_opened = False
 
     def _set(self, **changes: Any) -> None:
         for key, value in changes.items():
@@ -137,7 +138,13 @@ class Supervisor:
             self.tokens,
             hold=lambda: paused(scope),
             on_secret=self.redactor.add,
+            may_open=self._may_open_browser,
         )
+
+    def _may_open_browser(self) -> bool:
+        """Only the first sign-in of this server opens a browser; later ones log the URL."""
+        first, self._browser_opened = not self._browser_opened, True
+        return first
 
     async def _serve(self, conn: Connection) -> None:
         async with anyio.create_task_group() as tg:
@@ -173,9 +180,18 @@ class Supervisor:
         else:
             detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         if isinstance(exc, BaseExceptionGroup):
-            detail = "; ".join(f"{type(e).__name__}: {e}" for e in exc.exceptions)
+            detail = "; ".join(f"{type(e).__name__}: {e}" for e in _leaves(exc))
         if stderr_tail:
             detail += f" (stderr: {stderr_tail[-300:]})"
         message = self.redactor.redact(detail)
         self._set(last_error=message)
         log.warning("downstream %r failed: %s", self.server.name, message)
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> Iterator[BaseException]:
+    """The exceptions inside ``group`` and its nested groups: what a person can act on."""
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            yield from _leaves(exc)
+        else:
+            yield exc

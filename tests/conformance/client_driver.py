@@ -84,16 +84,28 @@ def arguments_for(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-async def downstream_tools(session: ClientSession, changed: anyio.Event) -> list[types.Tool]:
-    """The downstream's tools as the broker lists them, once they arrived."""
+async def downstream_tools(session: ClientSession, changed: list[anyio.Event]) -> list[types.Tool]:
+    """The downstream's tools as the broker lists them, once they arrived; gives up (raises)
+    when the broker reports that the server's first connection failed."""
     with anyio.fail_after(WAIT_FOR_TOOLS):
         while True:
             listed = (await session.list_tools()).tools
             mine = [t for t in listed if t.name.startswith(f"{SERVER}__")]
             if mine:
                 return mine
-            await changed.wait()
-            changed = anyio.Event()
+            with anyio.move_on_after(0.5):
+                await changed[0].wait()
+            changed[0] = anyio.Event()
+            row = await server_row(session)
+            if row["state"] != "connected" and row["last_error"]:
+                raise SystemExit(f"the broker could not connect: {row['last_error']}")
+
+
+async def server_row(session: ClientSession) -> dict[str, Any]:
+    """The downstream's row of the broker's ``list_servers``."""
+    result = await session.call_tool("list_servers", {})
+    rows = (result.structured_content or {}).get("servers", [])
+    return next(row for row in rows if row["name"] == SERVER)
 
 
 async def drive(config: Path) -> None:
@@ -101,18 +113,18 @@ async def drive(config: Path) -> None:
     env = dict(os.environ)
     env["BROWSER"] = f"{shlex.quote(sys.executable)} {shlex.quote(str(HERE / 'open_url.py'))} %s"
     params = StdioServerParameters(command=BROKER, args=["serve", "--config", str(config)], env=env)
-    state = {"changed": anyio.Event()}
+    changed = [anyio.Event()]
 
     async def on_message(message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
-            state["changed"].set()
+            changed[0].set()
 
     async with (
         stdio_client(params) as (read, write),
         ClientSession(read, write, message_handler=on_message) as session,
     ):
         await session.initialize()
-        for tool in await downstream_tools(session, state["changed"]):
+        for tool in await downstream_tools(session, changed):
             result = await session.call_tool(tool.name, arguments_for(tool.input_schema))
             print(f"{tool.name}: isError={result.is_error}", file=sys.stderr)
 
