@@ -7,26 +7,17 @@ from pathlib import Path
 
 import anyio
 import pytest
-from gateway_env import fixture_server, running, status_of, until
+from gateway_env import fixture_server, running, status_of
 
 from server.gateway import GatewayError, GatewaySettings
-
-
-def marks(path: Path) -> list[str]:
-    return path.read_text(encoding="utf-8").split() if path.exists() else []
-
-
-async def wait_for_mark(path: Path, tag: str) -> None:
-    with anyio.fail_after(10):
-        while tag not in marks(path):
-            await anyio.sleep(0.05)
+from tests.support.polling import eventually, wait_for_mark
 
 
 async def test_a_timed_out_call_is_an_error_naming_server_and_tool_and_is_cancelled_downstream(
     tmp_path: Path,
 ) -> None:
-    marker = tmp_path / "cancelled.txt"
-    slow = fixture_server("slow_tools.py", env={"CANCEL_MARKER": str(marker)})
+    marks = tmp_path / "marks.txt"
+    slow = fixture_server("slow_tools.py", env={"MARKS": str(marks)})
     async with running({"slow": slow}) as gw:
         quick = await gw.call_tool_json("slow", "wait", {"seconds": 0, "tag": "quick"})
         assert quick["content"][0]["text"] == "waited 0s quick"
@@ -35,20 +26,27 @@ async def test_a_timed_out_call_is_an_error_naming_server_and_tool_and_is_cancel
             await gw.call_tool_json("slow", "wait", {"seconds": 30, "tag": "late"}, timeout=1.0)
         assert (info.value.server, info.value.tool) == ("slow", "wait")
         assert "'slow'" in str(info.value) and "'wait'" in str(info.value)
-        await wait_for_mark(marker, "late")  # the courtesy cancel reached the server
+        await wait_for_mark(marks, "cancelled late")  # the courtesy cancel reached the server
         again = await gw.call_tool_json("slow", "wait", {"seconds": 0, "tag": "after"})
         assert again["content"][0]["text"] == "waited 0s after"
         assert status_of(gw, "slow").reconnects == 0  # a timeout keeps the connection
 
 
 async def test_a_caller_that_gives_up_cancels_the_downstream_request(tmp_path: Path) -> None:
-    marker = tmp_path / "cancelled.txt"
-    slow = fixture_server("slow_tools.py", env={"CANCEL_MARKER": str(marker)})
+    marks = tmp_path / "marks.txt"
+    slow = fixture_server("slow_tools.py", env={"MARKS": str(marks)})
     async with running({"slow": slow}) as gw:
-        with anyio.move_on_after(0.5) as scope:
-            await gw.call_tool_json("slow", "wait", {"seconds": 30, "tag": "abandoned"})
-        assert scope.cancelled_caught
-        await wait_for_mark(marker, "abandoned")
+        answered: list[object] = []
+
+        async def call() -> None:
+            answered.append(await gw.call_tool_json("slow", "wait", {"seconds": 30, "tag": "gone"}))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call)
+            await wait_for_mark(marks, "started gone")  # the call has reached the server
+            tg.cancel_scope.cancel()  # the caller gives up
+        assert not answered
+        await wait_for_mark(marks, "cancelled gone")
         result = await gw.call_tool_json("slow", "wait", {"seconds": 0})
         assert result["content"][0]["text"] == "waited 0s"
 
@@ -59,9 +57,8 @@ async def test_a_server_dying_mid_call_fails_that_call_and_is_reconnected() -> N
         with anyio.fail_after(10), pytest.raises(GatewayError, match="connection lost") as info:
             await gw.call_tool_json("slow", "die", {})
         assert (info.value.server, info.value.tool) == ("slow", "die")
-        with anyio.fail_after(30):
-            await until(lambda: status_of(gw, "slow").reconnects >= 1)
-            await until(lambda: status_of(gw, "slow").connected)
+        await eventually(lambda: status_of(gw, "slow").reconnects >= 1, within=30)
+        await eventually(lambda: status_of(gw, "slow").connected, within=30)
         result = await gw.call_tool_json("slow", "wait", {"seconds": 0, "tag": "back"})
         assert result["content"][0]["text"] == "waited 0s back"
 

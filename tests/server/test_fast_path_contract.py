@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import anyio.abc
 import pytest
 
 from tests.support.broker_procs import BROKER, server_env
+from tests.support.polling import wait_for_mark
+from tests.support.stdio_host import StdioHost, stdio_broker
 
 TIME = str(Path(sys.executable).parent / "mcp-server-time")
 FIXTURES = Path(__file__).resolve().parents[1] / "gateway" / "fixtures"
@@ -78,8 +79,8 @@ SCRIPT: list[tuple[bytes, int | str | None]] = [
     (b'{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{}}', None),
     (_call(34, "time__get_current_time", {"timezone": "Asia/Tokyo\ud800"}), 34),
     # a host's cancel: the call stops and gets no answer; the broker goes on serving (39 is
-    # sent after 40 on the same pipe: once it is answered, 40 is running downstream)
-    (_call(40, "slow__wait", {"seconds": 30, "tag": "cancelled"}), None),
+    # answered while 40 runs; the cancel is sent once the slow server has marked 40 started)
+    (_call(40, "slow__wait", {"seconds": 30, "tag": "stop-me"}), None),
     (_call(39, "slow__wait", {"seconds": 0, "tag": "before"}), 39),
     (CANCEL, None),
     (_call(41, "slow__wait", {"seconds": 0, "tag": "after"}), 41),
@@ -87,36 +88,11 @@ SCRIPT: list[tuple[bytes, int | str | None]] = [
 ]
 
 
-class Host:
-    """Writes raw lines to a broker's stdin and reads its answers by id."""
-
-    def __init__(self, process: anyio.abc.Process) -> None:
-        self.process = process
-        self.buffer = b""
-        self.answers: dict[tuple[type, int | str], dict[str, Any]] = {}
-
-    async def send(self, line: bytes) -> None:
-        assert self.process.stdin is not None
-        await self.process.stdin.send(line + b"\n")
-
-    async def answer(self, request_id: int | str) -> dict[str, Any]:
-        key = (type(request_id), request_id)
-        with anyio.fail_after(ANSWER_WITHIN):
-            while key not in self.answers:
-                assert self.process.stdout is not None
-                while b"\n" not in self.buffer:
-                    self.buffer += await self.process.stdout.receive()
-                line, self.buffer = self.buffer.split(b"\n", 1)
-                message = json.loads(line)
-                if "id" in message:
-                    self.answers[(type(message["id"]), message["id"])] = message
-        return self.answers.pop(key)
-
-
 @dataclass
 class Broker:
-    host: Host
+    host: StdioHost
     stderr: Path
+    marks: Path
 
 
 def _config(tmp: Path, fast_path: bool | None) -> Path:
@@ -140,7 +116,7 @@ timeout = 20
 [servers.slow]
 command = "{sys.executable}"
 args = ["{FIXTURES / "slow_tools.py"}"]
-env = {{ CANCEL_MARKER = "{tmp / "cancelled.txt"}" }}
+env = {{ MARKS = "{tmp / "marks.txt"}" }}
 timeout = 20
 
 [servers.ids]
@@ -162,29 +138,8 @@ async def broker(
     tmp.mkdir(parents=True, exist_ok=True)
     config = _config(tmp, fast_path)
     stderr = tmp / "broker.log"
-    with open(stderr, "wb") as log:
-        process = await anyio.open_process(
-            [BROKER, "serve", "--config", str(config)],
-            stderr=log,
-            env=server_env() | (env or {}),
-        )
-        async with process:
-            host = Host(process)
-            init = {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "contract-host", "version": "1"},
-            }
-            await host.send(_line(0, "initialize", init))
-            assert "result" in await host.answer(0)
-            await host.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
-            try:
-                yield Broker(host, stderr)
-            finally:
-                assert process.stdin is not None
-                await process.stdin.aclose()
-                with anyio.fail_after(20):
-                    await process.wait()
+    async with stdio_broker(config, log=stderr, env=env, within=ANSWER_WITHIN) as host:
+        yield Broker(host, stderr, tmp / "marks.txt")
 
 
 def _normalized(value: Any, session: str) -> Any:
@@ -195,15 +150,17 @@ def _normalized(value: Any, session: str) -> Any:
 async def _run_script(broker: Broker) -> dict[str, Any]:
     """Every answer of SCRIPT, by id, normalized; unanswered ids are checked absent."""
     host = broker.host
-    await host.send(_call("s", "create_session", {}))
+    await host.send_raw(_call("s", "create_session", {}))
     created = await host.answer("s")
     session = created["result"]["structuredContent"]["session_id"]
     answers: dict[str, Any] = {}
     for line, answer_id in SCRIPT:
-        await host.send(line.replace(SESSION.encode(), session.encode()))
+        if line == CANCEL:  # cancel only a call that has reached the server
+            await wait_for_mark(broker.marks, "started stop-me", within=ANSWER_WITHIN)
+        await host.send_raw(line.replace(SESSION.encode(), session.encode()))
         if answer_id is not None:
             answers[repr(answer_id)] = _normalized(await host.answer(answer_id), session)
-    assert not [m for m in host.answers.values() if m.get("id") == 40], "a cancelled call answered"
+    assert not [m for m in host.unclaimed if m.get("id") == 40], "a cancelled call answered"
     return answers
 
 
@@ -226,17 +183,16 @@ async def test_every_answer_is_the_same_with_the_fast_path_on_and_off(tmp_path: 
     assert "@@TIME@@" in json.dumps(fast["1"])
     assert fast["41"]["result"]["content"][0]["text"] == "waited 0s after"
     for name in ("fast", "sdk"):  # the downstream call was cancelled, not left running
-        marker = tmp_path / name / "cancelled.txt"
-        with anyio.fail_after(ANSWER_WITHIN):
-            while "cancelled" not in (marker.read_text() if marker.exists() else ""):
-                await anyio.sleep(0.05)
+        await wait_for_mark(
+            tmp_path / name / "marks.txt", "cancelled stop-me", within=ANSWER_WITHIN
+        )
     assert "fast path off" in (tmp_path / "sdk" / "broker.log").read_text()
     assert "fast path off" not in (tmp_path / "fast" / "broker.log").read_text()
 
 
 async def _id_seen_downstream(broker: Broker, request_id: int) -> str:
     call = {"server": "ids", "tool": "request_id", "arguments": {}}
-    await broker.host.send(_call(request_id, "call_tool", call))
+    await broker.host.send_raw(_call(request_id, "call_tool", call))
     answer = await broker.host.answer(request_id)
     return str(answer["result"]["content"][0]["text"])
 
