@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 from _common import ROOT, SHARED, median
+from contextcore.memory_store import MemorySessionStore
 from search_latency import RandomEmbedder, synthetic_tools
 
 from contextcore.catalog import Catalog
@@ -47,7 +48,7 @@ from contextcore.metrics import ndcg_at
 from contextcore.search import SearchEngine
 from contextcore.services.broker import ContextBroker
 from contextcore.services.evaluation import EvalQuery, load_queries
-from contextcore.store import MemorySessionStore, SessionStore
+from contextcore.store import SessionStore
 from contextcore.usage import UsageRecorder, read_usage_log
 from server.embedding import build_embedder
 from server.settings import AppConfig

@@ -18,10 +18,11 @@ from .embedding_cache import (
 from .items import ContextItem, Reference, Rule
 from .learning import LearningSettings, UsageLearner
 from .loaders import load_catalog_json, load_markdown_dir, load_markdown_file
+from .memory_store import MemorySessionStore
 from .query_adapter import ADAPTER_MODEL, load_query_adapter
 from .search import SearchEngine, SearchSettings
 from .services.broker import ContextBroker
-from .store import MemorySessionStore, SessionStore
+from .store import SessionStore
 
 __all__ = [
     "BrokerParts",

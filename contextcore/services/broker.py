@@ -13,6 +13,7 @@ from ..catalog import Catalog
 from ..conversation import Recent, dependence, recent_turns
 from ..errors import SearchInputError, SessionError
 from ..items import ContextItem, ItemRef, ItemType, parse_item_type
+from ..memory_store import MemorySessionStore
 from ..presets import PresetName, Selection, parse_preset, resolve
 from ..query_plan import check_intents
 from ..search import SearchEngine, SearchResult
@@ -25,7 +26,7 @@ from ..sessions import (
     new_request_id,
     new_session_id,
 )
-from ..store import MemorySessionStore, SessionHeader, SessionStore, load_session
+from ..store import SessionHeader, SessionStore, load_session
 
 __all__ = ["ContextBroker"]
 

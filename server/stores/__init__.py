@@ -15,7 +15,8 @@ import os
 from collections.abc import Callable
 
 from contextcore.errors import ConfigError
-from contextcore.store import MemorySessionStore, SessionStore
+from contextcore.memory_store import MemorySessionStore
+from contextcore.store import SessionStore, StoreError
 from server.settings import AppConfig
 
 __all__ = ["build_store", "check_store"]
@@ -98,11 +99,8 @@ def build_store(config: AppConfig) -> SessionStore:
 
 def check_store(store: SessionStore) -> str | None:
     """Why the store cannot take writes right now, or None when it can (for ``check``)."""
-    probe = getattr(store, "check_writable", None)
-    if probe is None:
-        return None
     try:
-        probe()
-    except Exception as exc:
+        store.check_writable()
+    except StoreError as exc:
         return str(exc)
     return None

@@ -47,30 +47,76 @@ local seq = redis.call('RPUSH', KEYS[2], ARGV[1]) - 1
 if KEYS[3] then redis.call('HSETNX', KEYS[3], ARGV[2], seq) end
 return seq
 """
-_APPEND_MESSAGES = """
+_MESSAGES = """
+local function clash(msgids, callids, batch)
+  -- The first message id or tool call id of the batch the session already uses, or nil.
+  for _, m in ipairs(batch) do
+    if redis.call('HEXISTS', msgids, m[1]) == 1 then return {'message id', m[1]} end
+    for _, c in ipairs(m[3]) do
+      if redis.call('HEXISTS', callids, c) == 1 then return {'tool call id', c} end
+    end
+  end
+  return nil
+end
+local function append_messages(h, msg, msgseq, msgids, callids, msgmeta, batch)
+  local first = redis.call('HINCRBY', h, 'next_msg', #batch) - #batch
+  local tokens = 0
+  for k, m in ipairs(batch) do
+    local seq = first + k - 1
+    tokens = tokens + m[4]
+    redis.call('HSET', msg, seq, m[2])
+    redis.call('HSET', msgmeta, seq, cjson.encode({m[1], m[3], m[4]}))
+    redis.call('ZADD', msgseq, seq, seq)
+    redis.call('HSET', msgids, m[1], seq)
+    for _, c in ipairs(m[3]) do redis.call('HSET', callids, c, seq) end
+  end
+  redis.call('HINCRBY', h, 'msg_total', #batch)
+  redis.call('HINCRBY', h, 'msg_tokens', tokens)
+  return first
+end
+"""
+_APPEND_MESSAGES = (
+    _MESSAGES
+    + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 local batch = cjson.decode(ARGV[1])
-for _, m in ipairs(batch) do
-  if redis.call('HEXISTS', KEYS[4], m[1]) == 1 then return {'message id', m[1]} end
-  for _, c in ipairs(m[3]) do
-    if redis.call('HEXISTS', KEYS[5], c) == 1 then return {'tool call id', c} end
+local taken = clash(KEYS[4], KEYS[5], batch)
+if taken then return taken end
+return append_messages(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], batch)
+"""
+)
+_RECORD_CALL = (
+    _MESSAGES
+    + """
+-- KEYS: h, calls, msg, msgseq, msgids, callids, msgmeta, parts, usage (store-wide), usage
+-- (the session's). ARGV: call JSON or '', message batch, usage event or '', then the
+-- history state's change: '' (none), 'set' or 'del', the value it was computed from ('' for
+-- none) and the new value. A state changed meanwhile returns {'conflict'}: nothing is
+-- written and the caller computes the change again.
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local batch = cjson.decode(ARGV[2])
+local taken = clash(KEYS[5], KEYS[6], batch)
+if taken then return taken end
+if ARGV[4] ~= '' then
+  if (redis.call('HGET', KEYS[8], 'history') or '') ~= ARGV[5] then return {'conflict'} end
+  if ARGV[4] == 'set' then
+    redis.call('HSET', KEYS[8], 'history', ARGV[6])
+  else
+    redis.call('HDEL', KEYS[8], 'history')
   end
 end
-local first = redis.call('HINCRBY', KEYS[1], 'next_msg', #batch) - #batch
-local tokens = 0
-for k, m in ipairs(batch) do
-  local seq = first + k - 1
-  tokens = tokens + m[4]
-  redis.call('HSET', KEYS[2], seq, m[2])
-  redis.call('HSET', KEYS[6], seq, cjson.encode({m[1], m[3], m[4]}))
-  redis.call('ZADD', KEYS[3], seq, seq)
-  redis.call('HSET', KEYS[4], m[1], seq)
-  for _, c in ipairs(m[3]) do redis.call('HSET', KEYS[5], c, seq) end
+local call, first, usage = -1, -1, -1
+if ARGV[1] ~= '' then call = redis.call('RPUSH', KEYS[2], ARGV[1]) - 1 end
+if #batch > 0 then
+  first = append_messages(KEYS[1], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], batch)
 end
-redis.call('HINCRBY', KEYS[1], 'msg_total', #batch)
-redis.call('HINCRBY', KEYS[1], 'msg_tokens', tokens)
-return first
+if ARGV[3] ~= '' then
+  usage = redis.call('RPUSH', KEYS[9], ARGV[3]) - 1
+  redis.call('RPUSH', KEYS[10], usage)
+end
+return {'ok', call, first, usage}
 """
+)
 _FORGET = """
 local function forget(seq)
   -- Only the small id record is decoded, never the message's payload; returns the
@@ -181,6 +227,7 @@ SCRIPTS: dict[str, str] = {
     "remove_item": _REMOVE_ITEM,
     "append": _APPEND,
     "append_messages": _APPEND_MESSAGES,
+    "record_call": _RECORD_CALL,
     "replace_messages": _REPLACE_MESSAGES,
     "delete_messages": _DELETE_MESSAGES,
     "read_messages": _READ_MESSAGES,

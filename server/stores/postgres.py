@@ -31,15 +31,16 @@ from contextcore.store import (
     DuplicateRecord,
     JsonChange,
     MessageRecord,
-    RecordKind,
+    RecordedCall,
     SessionHeader,
     StoreError,
     StoreUnavailable,
-    UnknownSession,
+    unknown_session,
 )
 
 from ._postgres_schema import SCHEMA_VERSION, migrate
 from ._records import call_of, damaged_in, decoded, message_of, readable, turn_of
+from ._shared import RECORD_TABLES, JsonParts, PartKind, dumps, no_repeats, ref_key
 from ._urls import describe_url, scrub
 
 __all__ = ["SCHEMA_VERSION", "PostgresSessionStore"]
@@ -47,25 +48,11 @@ __all__ = ["SCHEMA_VERSION", "PostgresSessionStore"]
 log = logging.getLogger(__name__)
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def _ref_key(ref: ItemRef) -> str:
-    return _dumps([ref.type, ref.name, ref.server])
-
-
 def _ref(row: Mapping[str, Any]) -> ItemRef:
     return ItemRef(parse_item_type(row["type"]), row["name"], row.get("server"))
 
 
-def _unknown(session_id: str) -> UnknownSession:
-    return UnknownSession(
-        f"unknown session_id {session_id!r}; create one with create_session", field="session_id"
-    )
-
-
-class PostgresSessionStore:
+class PostgresSessionStore(JsonParts):
     """A :class:`~contextcore.store.SessionStore` in a PostgreSQL database (safe across threads
     and processes)."""
 
@@ -141,7 +128,7 @@ class PostgresSessionStore:
         )
         row = cur.fetchone()
         if row is None:
-            raise _unknown(session_id)
+            raise unknown_session(session_id)
         return int(row[0]) - by
 
     def _lock(self, cur: psycopg.Cursor[Any], session_id: str) -> list[dict[str, Any]]:
@@ -149,14 +136,14 @@ class PostgresSessionStore:
         cur.execute("SELECT removed FROM sessions WHERE session_id = %s FOR UPDATE", (session_id,))
         row = cur.fetchone()
         if row is None:
-            raise _unknown(session_id)
+            raise unknown_session(session_id)
         return list(row[0])
 
     # -- header and items -------------------------------------------------------------------
 
     def create_session(self, header: SessionHeader, items: Sequence[SessionItem]) -> None:
         h = header
-        removed = _dumps([r.to_dict() for r in h.removed])
+        removed = dumps([r.to_dict() for r in h.removed])
         with self._tx() as cur:
             cur.execute(
                 "INSERT INTO sessions (session_id, agent, created_at, preset, removed, next_item) "
@@ -175,7 +162,7 @@ class PostgresSessionStore:
             cur.execute(
                 "INSERT INTO session_items VALUES (%s, %s, %s, %s::jsonb) "
                 "ON CONFLICT DO NOTHING RETURNING 1",
-                (session_id, _ref_key(item.ref), pos, _dumps(item.to_dict())),
+                (session_id, ref_key(item.ref), pos, dumps(item.to_dict())),
             )
             if cur.fetchone() is not None:
                 added.append(item)
@@ -226,7 +213,7 @@ class PostgresSessionStore:
             if len(kept) != len(removed):
                 cur.execute(
                     "UPDATE sessions SET removed = %s::jsonb WHERE session_id = %s",
-                    (_dumps(kept), session_id),
+                    (dumps(kept), session_id),
                 )
             return tuple(added)
 
@@ -235,13 +222,13 @@ class PostgresSessionStore:
             removed = self._lock(cur, session_id)
             cur.execute(
                 "DELETE FROM session_items WHERE session_id = %s AND ref = %s",
-                (session_id, _ref_key(ref)),
+                (session_id, ref_key(ref)),
             )
             was_there = cur.rowcount > 0
             if ref not in map(_ref, removed):
                 cur.execute(
                     "UPDATE sessions SET removed = removed || %s::jsonb WHERE session_id = %s",
-                    (_dumps([ref.to_dict()]), session_id),
+                    (dumps([ref.to_dict()]), session_id),
                 )
             return was_there
 
@@ -252,7 +239,7 @@ class PostgresSessionStore:
             seq = self._bump(cur, session_id, "next_turn", 1)
             cur.execute(
                 "INSERT INTO turns VALUES (%s, %s, %s, %s)",
-                (session_id, seq, turn.request_id, _dumps(turn.to_dict())),
+                (session_id, seq, turn.request_id, dumps(turn.to_dict())),
             )
             return seq
 
@@ -271,7 +258,7 @@ class PostgresSessionStore:
             turn = RequestContext.from_dict(json.loads(row[1])).with_items(tuple(items))
             cur.execute(
                 "UPDATE turns SET data = %s WHERE session_id = %s AND seq = %s",
-                (_dumps(turn.to_dict()), session_id, row[0]),
+                (dumps(turn.to_dict()), session_id, row[0]),
             )
             return turn
 
@@ -322,21 +309,27 @@ class PostgresSessionStore:
     def append_messages(
         self, session_id: str, messages: Sequence[MessageRecord]
     ) -> tuple[int, ...]:
+        with self._tx() as cur:
+            return self._append_messages(cur, session_id, messages)
+
+    def _append_messages(
+        self, cur: psycopg.Cursor[Any], session_id: str, messages: Sequence[MessageRecord]
+    ) -> tuple[int, ...]:
+        """Append messages inside the open transaction; their sequence numbers."""
         ids = [m.id for m in messages]
         calls = [c for m in messages for c in m.call_ids]
-        _no_repeats(ids, "message id")
-        _no_repeats(calls, "tool call id")
-        with self._tx() as cur:
-            first = self._bump(cur, session_id, "next_message", len(messages))
-            used_ids, used_calls = _used(cur, session_id, ids, calls)
-            if used_ids:
-                raise DuplicateRecord(f"message id {min(used_ids)!r} is already used")
-            if used_calls:
-                raise DuplicateRecord(f"tool call id {min(used_calls)!r} is already used")
-            seqs = tuple(range(first, first + len(messages)))
-            self._insert_messages(cur, session_id, seqs, messages)
-            _count(cur, session_id, len(messages), sum(m.tokens for m in messages))
-            return seqs
+        no_repeats(ids, "message id")
+        no_repeats(calls, "tool call id")
+        first = self._bump(cur, session_id, "next_message", len(messages))
+        used_ids, used_calls = _used(cur, session_id, ids, calls)
+        if used_ids:
+            raise DuplicateRecord(f"message id {min(used_ids)!r} is already used")
+        if used_calls:
+            raise DuplicateRecord(f"tool call id {min(used_calls)!r} is already used")
+        seqs = tuple(range(first, first + len(messages)))
+        self._insert_messages(cur, session_id, seqs, messages)
+        _count(cur, session_id, len(messages), sum(m.tokens for m in messages))
+        return seqs
 
     def _insert_messages(
         self,
@@ -350,7 +343,7 @@ class PostgresSessionStore:
             "INSERT INTO messages (session_id, seq, message_id, raw, call_ids, tokens) "
             "VALUES (%s, %s, %s, %s, %s, %s)",
             [
-                (session_id, s, m.id, _dumps(dict(m.raw)), list(m.call_ids), m.tokens)
+                (session_id, s, m.id, dumps(dict(m.raw)), list(m.call_ids), m.tokens)
                 for s, m in pairs
             ],
         )
@@ -422,9 +415,9 @@ class PostgresSessionStore:
             self._lock(cur, session_id)
             return _delete_messages(cur, session_id, start, stop)
 
-    # -- small JSON parts -------------------------------------------------------------------
+    # -- small JSON parts (history_state, snapshot and their updates: JsonParts) -----------
 
-    def _part(self, session_id: str, kind: str) -> dict[str, Any] | None:
+    def _part(self, session_id: str, kind: PartKind) -> dict[str, Any] | None:
         with self._tx() as cur:
             cur.execute(
                 "SELECT data FROM session_parts WHERE session_id = %s AND kind = %s",
@@ -433,49 +426,25 @@ class PostgresSessionStore:
             row = cur.fetchone()
         return json.loads(row[0]) if row else None
 
-    def _update_part(self, session_id: str, kind: str, change: JsonChange) -> dict[str, Any] | None:
+    def _update_part(
+        self, session_id: str, kind: PartKind, change: JsonChange
+    ) -> dict[str, Any] | None:
         with self._tx() as cur:
             self._lock(cur, session_id)
-            cur.execute(
-                "SELECT data FROM session_parts WHERE session_id = %s AND kind = %s",
-                (session_id, kind),
-            )
-            row = cur.fetchone()
-            new = change(json.loads(row[0]) if row else None)
-            if new is None:
-                cur.execute(
-                    "DELETE FROM session_parts WHERE session_id = %s AND kind = %s",
-                    (session_id, kind),
-                )
-            else:
-                cur.execute(
-                    "INSERT INTO session_parts VALUES (%s, %s, %s) "
-                    "ON CONFLICT (session_id, kind) DO UPDATE SET data = excluded.data",
-                    (session_id, kind, _dumps(new)),
-                )
-            return new
-
-    def history_state(self, session_id: str) -> dict[str, Any] | None:
-        return self._part(session_id, "history")
-
-    def update_history_state(self, session_id: str, change: JsonChange) -> dict[str, Any] | None:
-        return self._update_part(session_id, "history", change)
-
-    def snapshot(self, session_id: str) -> dict[str, Any] | None:
-        return self._part(session_id, "snapshot")
-
-    def update_snapshot(self, session_id: str, change: JsonChange) -> dict[str, Any] | None:
-        return self._update_part(session_id, "snapshot", change)
+            return _change_part(cur, session_id, kind, change)
 
     # -- recorded calls and usage events ----------------------------------------------------
 
     def append_call(self, session_id: str, call: Mapping[str, Any]) -> int:
         with self._tx() as cur:
-            seq = self._bump(cur, session_id, "next_call", 1)
-            cur.execute(
-                "INSERT INTO calls VALUES (%s, %s, %s)", (session_id, seq, _dumps(dict(call)))
-            )
-            return seq
+            return self._insert_call(cur, session_id, call)
+
+    def _insert_call(
+        self, cur: psycopg.Cursor[Any], session_id: str, call: Mapping[str, Any]
+    ) -> int:
+        seq = self._bump(cur, session_id, "next_call", 1)
+        cur.execute("INSERT INTO calls VALUES (%s, %s, %s)", (session_id, seq, dumps(dict(call))))
+        return seq
 
     def calls(self, session_id: str) -> list[dict[str, Any]]:
         with self._tx() as cur:
@@ -493,17 +462,27 @@ class PostgresSessionStore:
                     "SELECT 1 FROM sessions WHERE session_id = %s FOR KEY SHARE", (session_id,)
                 )
                 if cur.fetchone() is None:
-                    raise _unknown(session_id)
-            # The counter row is locked until commit: events are numbered in commit order.
-            cur.execute(
-                "UPDATE counters SET value = value + 1 WHERE name = 'usage' RETURNING value - 1"
+                    raise unknown_session(session_id)
+            return _insert_usage(cur, session_id, event)
+
+    def record_call(
+        self,
+        session_id: str,
+        call: Mapping[str, Any] | None,
+        messages: Sequence[MessageRecord] = (),
+        usage: Mapping[str, Any] | None = None,
+        history: JsonChange | None = None,
+    ) -> RecordedCall:
+        with self._tx() as cur:  # one transaction: a failure anywhere stores nothing
+            # The session's row first, then the usage counter: the order every write keeps.
+            self._lock(cur, session_id)
+            if history is not None:
+                _change_part(cur, session_id, "history", history)
+            return RecordedCall(
+                self._insert_call(cur, session_id, call) if call is not None else None,
+                self._append_messages(cur, session_id, messages) if messages else (),
+                _insert_usage(cur, session_id, usage) if usage is not None else None,
             )
-            seq = _one(cur)
-            cur.execute(
-                "INSERT INTO usage_events VALUES (%s, %s, %s)",
-                (seq, session_id, _dumps(dict(event))),
-            )
-            return seq
 
     def usage_events(self, session_id: str | None = None) -> list[dict[str, Any]]:
         with self._tx() as cur:
@@ -570,7 +549,7 @@ class PostgresSessionStore:
         where, args = ("WHERE session_id = %s", (session_id,)) if session_id else ("", ())
         found: list[DamagedRecord] = []
         with self._tx() as cur:
-            for kind, table, column in _RECORD_TABLES:
+            for kind, table, column in RECORD_TABLES:
                 cur.execute(
                     f"SELECT session_id, seq, {column} FROM {table} {where} "
                     "ORDER BY session_id, seq",
@@ -600,13 +579,6 @@ class PostgresSessionStore:
         self._pool.close()
 
 
-_RECORD_TABLES: tuple[tuple[RecordKind, str, str], ...] = (
-    ("turn", "turns", "data"),
-    ("message", "messages", "raw"),
-    ("call", "calls", "data"),
-)
-
-
 def _delete_messages(cur: psycopg.Cursor[Any], session_id: str, start: int, stop: int) -> int:
     """Delete the session's messages with ``start <= seq < stop`` and move its counters
     (inside the open transaction); returns how many went."""
@@ -632,18 +604,43 @@ def _count(cur: psycopg.Cursor[Any], session_id: str, messages: int, tokens: int
     )
 
 
-def _one(cur: psycopg.Cursor[Any]) -> int:
+def _insert_usage(
+    cur: psycopg.Cursor[Any], session_id: str | None, event: Mapping[str, Any]
+) -> int:
+    """Number and insert a usage event inside the open transaction; its sequence number."""
+    # The counter row is locked until commit: events are numbered in commit order.
+    cur.execute("UPDATE counters SET value = value + 1 WHERE name = 'usage' RETURNING value - 1")
     row = cur.fetchone()
     assert row is not None
-    return int(row[0])
+    seq = int(row[0])
+    cur.execute(
+        "INSERT INTO usage_events VALUES (%s, %s, %s)", (seq, session_id, dumps(dict(event)))
+    )
+    return seq
 
 
-def _no_repeats(values: Sequence[str], what: str) -> None:
-    seen: set[str] = set()
-    for value in values:
-        if value in seen:
-            raise DuplicateRecord(f"{what} {value!r} is already used")
-        seen.add(value)
+def _change_part(
+    cur: psycopg.Cursor[Any], session_id: str, kind: PartKind, change: JsonChange
+) -> dict[str, Any] | None:
+    """Replace a small JSON part by ``change(current)`` inside the open transaction, which
+    holds the session's row."""
+    cur.execute(
+        "SELECT data FROM session_parts WHERE session_id = %s AND kind = %s",
+        (session_id, kind),
+    )
+    row = cur.fetchone()
+    new = change(json.loads(row[0]) if row else None)
+    if new is None:
+        cur.execute(
+            "DELETE FROM session_parts WHERE session_id = %s AND kind = %s", (session_id, kind)
+        )
+    else:
+        cur.execute(
+            "INSERT INTO session_parts VALUES (%s, %s, %s) "
+            "ON CONFLICT (session_id, kind) DO UPDATE SET data = excluded.data",
+            (session_id, kind, dumps(new)),
+        )
+    return new
 
 
 def _used(

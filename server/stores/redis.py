@@ -47,10 +47,11 @@ from contextcore.store import (
     DuplicateRecord,
     JsonChange,
     MessageRecord,
+    RecordedCall,
     SessionHeader,
     StoreError,
     StoreUnavailable,
-    UnknownSession,
+    unknown_session,
 )
 
 from ._records import (
@@ -64,6 +65,7 @@ from ._records import (
     turn_of,
 )
 from ._redis_scripts import SCRIPTS
+from ._shared import JsonParts, PartKind, dumps, no_repeats, ref_key
 from ._urls import describe_url, scrub
 
 __all__ = ["SCHEMA_VERSION", "RedisSessionStore"]
@@ -74,23 +76,9 @@ SCHEMA_VERSION = 2  # 2: message counts and token sums kept per session (see _co
 _P = "cb:"
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def _ref_key(ref: ItemRef) -> str:
-    return _dumps([ref.type, ref.name, ref.server])
-
-
 def _ref(key: bytes | str) -> ItemRef:
     kind, name, server = json.loads(key)
     return ItemRef(parse_item_type(kind), name, server)
-
-
-def _unknown(session_id: str) -> UnknownSession:
-    return UnknownSession(
-        f"unknown session_id {session_id!r}; create one with create_session", field="session_id"
-    )
 
 
 class _Keys:
@@ -105,7 +93,7 @@ class _Keys:
         self.parts, self.calls, self.usage = base + "parts", base + "calls", base + "usage"
 
 
-class RedisSessionStore:
+class RedisSessionStore(JsonParts):
     """A :class:`~contextcore.store.SessionStore` in a Redis server (safe across threads and
     processes)."""
 
@@ -188,7 +176,7 @@ class RedisSessionStore:
             pipe.hset(k.h, mapping={"msg_total": len(rows), "msg_tokens": sum(tokens.values())})
             for seq, meta in metas.items():
                 message_id, call_ids = json.loads(meta)[:2]
-                pipe.hset(k.msgmeta, seq, _dumps([message_id, call_ids, tokens.get(seq, 0)]))
+                pipe.hset(k.msgmeta, seq, dumps([message_id, call_ids, tokens.get(seq, 0)]))
 
         self._r.transaction(attempt, k.h, k.msg, k.msgmeta)
 
@@ -219,10 +207,10 @@ class RedisSessionStore:
     def create_session(self, header: SessionHeader, items: Sequence[SessionItem]) -> None:
         h = header
         k = _Keys(h.session_id)
-        meta = _dumps({"agent": h.agent, "created_at": h.created_at, "preset": h.preset})
-        args: list[Any] = [h.session_id, meta, len(h.removed), *map(_ref_key, h.removed)]
+        meta = dumps({"agent": h.agent, "created_at": h.created_at, "preset": h.preset})
+        args: list[Any] = [h.session_id, meta, len(h.removed), *map(ref_key, h.removed)]
         for item in items:
-            args += [_ref_key(item.ref), _dumps(item.to_dict())]
+            args += [ref_key(item.ref), dumps(item.to_dict())]
         keys = [k.h, k.items, k.item, _P + "sessions", _P + "session_ord", k.removed]
         if not self._run("create", keys, args):
             raise StoreError(f"session {h.session_id!r} already exists")
@@ -264,18 +252,18 @@ class RedisSessionStore:
         k = _Keys(session_id)
         by_key: dict[str, SessionItem] = {}
         for item in items:
-            by_key.setdefault(_ref_key(item.ref), item)
-        args = [v for key, item in by_key.items() for v in (key, _dumps(item.to_dict()))]
+            by_key.setdefault(ref_key(item.ref), item)
+        args = [v for key, item in by_key.items() for v in (key, dumps(item.to_dict()))]
         added = self._run("add_items", [k.h, k.items, k.item, k.removed], args)
         if added is None:
-            raise _unknown(session_id)
+            raise unknown_session(session_id)
         return tuple(by_key[_text(key)] for key in added)
 
     def remove_item(self, session_id: str, ref: ItemRef) -> bool:
         k = _Keys(session_id)
-        was = self._run("remove_item", [k.h, k.items, k.item, k.removed], [_ref_key(ref)])
+        was = self._run("remove_item", [k.h, k.items, k.item, k.removed], [ref_key(ref)])
         if was is None:
-            raise _unknown(session_id)
+            raise unknown_session(session_id)
         return bool(was)
 
     # -- turns ------------------------------------------------------------------------------
@@ -283,10 +271,10 @@ class RedisSessionStore:
     def append_turn(self, session_id: str, turn: RequestContext) -> int:
         k = _Keys(session_id)
         seq = self._run(
-            "append", [k.h, k.turns, k.turnidx], [_dumps(turn.to_dict()), turn.request_id]
+            "append", [k.h, k.turns, k.turnidx], [dumps(turn.to_dict()), turn.request_id]
         )
         if seq is None:
-            raise _unknown(session_id)
+            raise unknown_session(session_id)
         return int(seq)
 
     def turn(self, session_id: str, request_id: str) -> RequestContext | None:
@@ -313,7 +301,7 @@ class RedisSessionStore:
                 return None
             turn = RequestContext.from_dict(json.loads(data)).with_items(tuple(items))
             pipe.multi()
-            pipe.lset(k.turns, int(seq), _dumps(turn.to_dict()))
+            pipe.lset(k.turns, int(seq), dumps(turn.to_dict()))
             return turn
 
         with self._guard():
@@ -351,14 +339,14 @@ class RedisSessionStore:
     def append_messages(
         self, session_id: str, messages: Sequence[MessageRecord]
     ) -> tuple[int, ...]:
-        _no_repeats([m.id for m in messages], "message id")
-        _no_repeats([c for m in messages for c in m.call_ids], "tool call id")
+        no_repeats([m.id for m in messages], "message id")
+        no_repeats([c for m in messages for c in m.call_ids], "tool call id")
         k = _Keys(session_id)
-        batch = _dumps([[m.id, _message_json(m), list(m.call_ids), m.tokens] for m in messages])
+        batch = dumps([[m.id, _message_json(m), list(m.call_ids), m.tokens] for m in messages])
         keys = [k.h, k.msg, k.msgseq, k.msgids, k.callids, k.msgmeta]
         found = self._run("append_messages", keys, [batch])
         if found is None:
-            raise _unknown(session_id)
+            raise unknown_session(session_id)
         if isinstance(found, list):
             what, value = (_text(v) for v in found)
             raise DuplicateRecord(f"{what} {value!r} is already used")
@@ -402,13 +390,13 @@ class RedisSessionStore:
 
     def replace_messages(self, session_id: str, messages: Sequence[MessageRecord]) -> None:
         k = _Keys(session_id)
-        batch = _dumps(
+        batch = dumps(
             [[m.id, _message_json(m), list(m.call_ids), m.seq, m.tokens] for m in messages]
         )
         keys = [k.h, k.msg, k.msgseq, k.msgids, k.callids, k.msgmeta]
         found = self._run("replace_messages", keys, [batch])
         if found is None:
-            raise _unknown(session_id)
+            raise unknown_session(session_id)
         if _text(found[0]) == "missing":
             raise StoreError(f"no stored message with seq {int(found[1])!r} to replace")
 
@@ -418,17 +406,19 @@ class RedisSessionStore:
         keys = [k.h, k.msg, k.msgseq, k.msgids, k.callids, k.msgmeta]
         count = self._run("delete_messages", keys, [start, stop])
         if count is None:
-            raise _unknown(session_id)
+            raise unknown_session(session_id)
         return int(count)
 
-    # -- small JSON parts -------------------------------------------------------------------
+    # -- small JSON parts (history_state, snapshot and their updates: JsonParts) -----------
 
-    def _part(self, session_id: str, kind: str) -> dict[str, Any] | None:
+    def _part(self, session_id: str, kind: PartKind) -> dict[str, Any] | None:
         with self._guard():
             data = self._r.hget(_Keys(session_id).parts, kind)
         return None if data is None else json.loads(data)
 
-    def _update_part(self, session_id: str, kind: str, change: JsonChange) -> dict[str, Any] | None:
+    def _update_part(
+        self, session_id: str, kind: PartKind, change: JsonChange
+    ) -> dict[str, Any] | None:
         k = _Keys(session_id)
         result: list[dict[str, Any] | None] = []
 
@@ -436,39 +426,27 @@ class RedisSessionStore:
             # Runs again from the top if another client touches the watched keys before EXEC.
             result.clear()
             if not pipe.exists(k.h):
-                raise _unknown(session_id)
+                raise unknown_session(session_id)
             data = pipe.hget(k.parts, kind)
             new = change(None if data is None else json.loads(data))
             pipe.multi()
             if new is None:
                 pipe.hdel(k.parts, kind)
             else:
-                pipe.hset(k.parts, kind, _dumps(new))
+                pipe.hset(k.parts, kind, dumps(new))
             result.append(new)
 
         with self._guard():
             self._r.transaction(attempt, k.h, k.parts)
         return result[0]
 
-    def history_state(self, session_id: str) -> dict[str, Any] | None:
-        return self._part(session_id, "history")
-
-    def update_history_state(self, session_id: str, change: JsonChange) -> dict[str, Any] | None:
-        return self._update_part(session_id, "history", change)
-
-    def snapshot(self, session_id: str) -> dict[str, Any] | None:
-        return self._part(session_id, "snapshot")
-
-    def update_snapshot(self, session_id: str, change: JsonChange) -> dict[str, Any] | None:
-        return self._update_part(session_id, "snapshot", change)
-
     # -- recorded calls and usage events ----------------------------------------------------
 
     def append_call(self, session_id: str, call: Mapping[str, Any]) -> int:
         k = _Keys(session_id)
-        seq = self._run("append", [k.h, k.calls], [_dumps(dict(call))])
+        seq = self._run("append", [k.h, k.calls], [dumps(dict(call))])
         if seq is None:
-            raise _unknown(session_id)
+            raise unknown_session(session_id)
         return int(seq)
 
     def calls(self, session_id: str) -> list[dict[str, Any]]:
@@ -480,14 +458,57 @@ class RedisSessionStore:
         ]
 
     def append_usage_event(self, session_id: str | None, event: Mapping[str, Any]) -> int:
-        data = _dumps({"session_id": session_id, "event": dict(event)})
+        data = dumps({"session_id": session_id, "event": dict(event)})
         keys = [_P + "usage"]
         if session_id is not None:
             keys += [_Keys(session_id).h, _Keys(session_id).usage]
         seq = self._run("append_usage", keys, [data])
         if seq is None:
-            raise _unknown(session_id or "")
+            raise unknown_session(session_id or "")
         return int(seq)
+
+    def record_call(
+        self,
+        session_id: str,
+        call: Mapping[str, Any] | None,
+        messages: Sequence[MessageRecord] = (),
+        usage: Mapping[str, Any] | None = None,
+        history: JsonChange | None = None,
+    ) -> RecordedCall:
+        no_repeats([m.id for m in messages], "message id")
+        no_repeats([c for m in messages for c in m.call_ids], "tool call id")
+        k = _Keys(session_id)
+        keys = [k.h, k.calls, k.msg, k.msgseq, k.msgids, k.callids, k.msgmeta, k.parts]
+        keys += [_P + "usage", k.usage]
+        args = [
+            "" if call is None else dumps(dict(call)),
+            dumps([[m.id, _message_json(m), list(m.call_ids), m.tokens] for m in messages]),
+            "" if usage is None else dumps({"session_id": session_id, "event": dict(usage)}),
+        ]
+        while True:  # one script; again only if the history state changed meanwhile
+            found = self._run("record_call", keys, args + self._state_change(k, history))
+            if found is None:
+                raise unknown_session(session_id)
+            if _text(found[0]) != "conflict":
+                break
+        if _text(found[0]) != "ok":
+            raise DuplicateRecord(f"{_text(found[0])} {_text(found[1])!r} is already used")
+        call_seq, first, usage_seq = (int(v) for v in found[1:])
+        return RecordedCall(
+            None if call is None else call_seq,
+            tuple(range(first, first + len(messages))) if messages else (),
+            None if usage is None else usage_seq,
+        )
+
+    def _state_change(self, k: _Keys, change: JsonChange | None) -> list[Any]:
+        """The record script's arguments for ``change`` of the history state: how, the
+        value it was computed from (the script compares it) and the new value."""
+        if change is None:
+            return ["", "", ""]
+        with self._guard():
+            old = self._r.hget(k.parts, "history")
+        new = change(None if old is None else json.loads(old))
+        return ["del" if new is None else "set", old or "", "" if new is None else dumps(new)]
 
     def usage_events(self, session_id: str | None = None) -> list[dict[str, Any]]:
         if session_id is None:
@@ -596,16 +617,8 @@ def _unreadable(text: bytes | str) -> Unreadable | None:
 
 
 def _message_json(m: MessageRecord) -> str:
-    return _dumps({"id": m.id, "raw": dict(m.raw), "call_ids": list(m.call_ids)})
+    return dumps({"id": m.id, "raw": dict(m.raw), "call_ids": list(m.call_ids)})
 
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _no_repeats(values: Sequence[str], what: str) -> None:
-    seen: set[str] = set()
-    for value in values:
-        if value in seen:
-            raise DuplicateRecord(f"{what} {value!r} is already used")
-        seen.add(value)

@@ -36,21 +36,18 @@ from contextcore.store import (
     DuplicateRecord,
     JsonChange,
     MessageRecord,
-    RecordKind,
+    RecordedCall,
     SessionHeader,
     StoreError,
     StoreUnavailable,
-    UnknownSession,
+    unknown_session,
 )
 
 from ._records import call_of, damaged_in, decoded, message_of, readable, turn_of
+from ._shared import RECORD_TABLES, JsonParts, PartKind, dumps
 from ._sqlite_schema import SCHEMA_VERSION, open_checked
 
 __all__ = ["SqliteSessionStore"]
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _ref_row(ref: ItemRef) -> tuple[str, str, str]:
@@ -62,14 +59,14 @@ def _ref(kind: str, name: str, server: str) -> ItemRef:
 
 
 def _refs_json(refs: Iterable[ItemRef]) -> str:
-    return _dumps([r.to_dict() for r in refs])
+    return dumps([r.to_dict() for r in refs])
 
 
 def _refs(text: str) -> tuple[ItemRef, ...]:
     return tuple(_ref(r["type"], r["name"], r.get("server") or "") for r in json.loads(text))
 
 
-class SqliteSessionStore:
+class SqliteSessionStore(JsonParts):
     """Sessions in a SQLite file, one table per part; every write commits before it returns."""
 
     def __init__(self, path: Path) -> None:
@@ -147,32 +144,6 @@ class SqliteSessionStore:
                     "file, or restore it from a backup"
                 ) from exc
 
-    @staticmethod
-    def _require(db: sqlite3.Connection, session_id: str) -> None:
-        row = db.execute("SELECT 1 FROM session_headers WHERE session_id = ?", (session_id,))
-        if row.fetchone() is None:
-            raise UnknownSession(
-                f"unknown session_id {session_id!r}; create one with create_session",
-                field="session_id",
-            )
-
-    @staticmethod
-    def _next(db: sqlite3.Connection, session_id: str, counter: str, n: int) -> int:
-        """Reserve ``n`` sequence numbers of ``counter`` inside the open transaction."""
-        row = db.execute(
-            f"SELECT {counter} FROM session_headers WHERE session_id = ?", (session_id,)
-        ).fetchone()
-        if row is None:
-            raise UnknownSession(
-                f"unknown session_id {session_id!r}; create one with create_session",
-                field="session_id",
-            )
-        db.execute(
-            f"UPDATE session_headers SET {counter} = {counter} + ? WHERE session_id = ?",
-            (n, session_id),
-        )
-        return int(row[0])
-
     # -- header and items ---------------------------------------------------------------
 
     def create_session(self, header: SessionHeader, items: Sequence[SessionItem]) -> None:
@@ -220,7 +191,7 @@ class SqliteSessionStore:
 
     def add_items(self, session_id: str, items: Sequence[SessionItem]) -> tuple[SessionItem, ...]:
         with self._write() as db:
-            self._require(db, session_id)
+            _require(db, session_id)
             known = {
                 _ref(t, n, s)
                 for t, n, s in db.execute(
@@ -248,7 +219,7 @@ class SqliteSessionStore:
 
     def remove_item(self, session_id: str, ref: ItemRef) -> bool:
         with self._write() as db:
-            self._require(db, session_id)
+            _require(db, session_id)
             gone = db.execute(
                 "DELETE FROM session_items WHERE session_id = ? AND type = ? AND name = ? "
                 "AND server = ?",
@@ -262,9 +233,9 @@ class SqliteSessionStore:
     # -- turns --------------------------------------------------------------------------
 
     def append_turn(self, session_id: str, turn: RequestContext) -> int:
-        data = _dumps(turn.to_dict())
+        data = dumps(turn.to_dict())
         with self._write() as db:
-            seq = self._next(db, session_id, "next_turn", 1)
+            seq = _next(db, session_id, "next_turn", 1)
             db.execute(
                 "INSERT INTO turns (session_id, seq, request_id, data) VALUES (?, ?, ?, ?)",
                 (session_id, seq, turn.request_id, data),
@@ -297,7 +268,7 @@ class SqliteSessionStore:
             turn = RequestContext.from_dict(json.loads(row[1])).with_items(tuple(items))
             db.execute(
                 "UPDATE turns SET data = ? WHERE session_id = ? AND seq = ?",
-                (_dumps(turn.to_dict()), session_id, row[0]),
+                (dumps(turn.to_dict()), session_id, row[0]),
             )
         return turn
 
@@ -331,22 +302,8 @@ class SqliteSessionStore:
     def append_messages(
         self, session_id: str, messages: Sequence[MessageRecord]
     ) -> tuple[int, ...]:
-        rows = [(m.id, _dumps(dict(m.raw)), m.call_ids, m.tokens) for m in messages]
         with self._write() as db:
-            first = self._next(db, session_id, "next_message", len(rows))
-            seqs = tuple(range(first, first + len(rows)))
-            for seq, (message_id, raw, call_ids, tokens) in zip(seqs, rows, strict=True):
-                db.execute(
-                    "INSERT INTO messages (session_id, seq, message_id, raw, tokens) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    (session_id, seq, message_id, raw, tokens),
-                )
-                db.executemany(
-                    "INSERT INTO message_calls (session_id, call_id, seq) VALUES (?, ?, ?)",
-                    [(session_id, c, seq) for c in call_ids],
-                )
-            _count(db, session_id, len(rows), sum(r[3] for r in rows))
-        return seqs
+            return _insert_messages(db, session_id, messages)
 
     def messages(
         self, session_id: str, start: int = 0, end: int | None = None
@@ -414,7 +371,7 @@ class SqliteSessionStore:
 
     def replace_messages(self, session_id: str, messages: Sequence[MessageRecord]) -> None:
         with self._write() as db:
-            self._require(db, session_id)
+            _require(db, session_id)
             for m in messages:
                 old = db.execute(
                     "SELECT tokens FROM messages WHERE session_id = ? AND seq = ?",
@@ -425,7 +382,7 @@ class SqliteSessionStore:
                 db.execute(
                     "UPDATE messages SET message_id = ?, raw = ?, tokens = ? "
                     "WHERE session_id = ? AND seq = ?",
-                    (m.id, _dumps(dict(m.raw)), m.tokens, session_id, m.seq),
+                    (m.id, dumps(dict(m.raw)), m.tokens, session_id, m.seq),
                 )
                 _count(db, session_id, 0, m.tokens - old[0])
                 db.execute(
@@ -440,12 +397,12 @@ class SqliteSessionStore:
     def delete_messages(self, session_id: str, start: int, end: int | None = None) -> int:
         stop = 2**62 if end is None else end
         with self._write() as db:
-            self._require(db, session_id)
+            _require(db, session_id)
             return _delete_messages(db, session_id, start, stop)
 
-    # -- small JSON parts ---------------------------------------------------------------
+    # -- small JSON parts (history_state, snapshot and their updates: JsonParts) -----------
 
-    def _part(self, session_id: str, part: str) -> dict[str, Any] | None:
+    def _part(self, session_id: str, part: PartKind) -> dict[str, Any] | None:
         with self._read() as db:
             row = db.execute(
                 "SELECT data FROM session_parts WHERE session_id = ? AND part = ?",
@@ -453,44 +410,18 @@ class SqliteSessionStore:
             ).fetchone()
         return json.loads(row[0]) if row else None
 
-    def _update_part(self, session_id: str, part: str, change: JsonChange) -> dict[str, Any] | None:
+    def _update_part(
+        self, session_id: str, part: PartKind, change: JsonChange
+    ) -> dict[str, Any] | None:
         with self._write() as db:
-            self._require(db, session_id)
-            row = db.execute(
-                "SELECT data FROM session_parts WHERE session_id = ? AND part = ?",
-                (session_id, part),
-            ).fetchone()
-            updated = change(json.loads(row[0]) if row else None)
-            db.execute(
-                "INSERT INTO session_parts (session_id, part, data) VALUES (?, ?, ?) "
-                "ON CONFLICT (session_id, part) DO UPDATE SET data = excluded.data",
-                (session_id, part, _dumps(updated)),
-            )
-        return updated
-
-    def history_state(self, session_id: str) -> dict[str, Any] | None:
-        return self._part(session_id, "history")
-
-    def update_history_state(self, session_id: str, change: JsonChange) -> dict[str, Any] | None:
-        return self._update_part(session_id, "history", change)
-
-    def snapshot(self, session_id: str) -> dict[str, Any] | None:
-        return self._part(session_id, "snapshot")
-
-    def update_snapshot(self, session_id: str, change: JsonChange) -> dict[str, Any] | None:
-        return self._update_part(session_id, "snapshot", change)
+            _require(db, session_id)
+            return _change_part(db, session_id, part, change)
 
     # -- calls and usage events ---------------------------------------------------------
 
     def append_call(self, session_id: str, call: Mapping[str, Any]) -> int:
-        data = _dumps(dict(call))
         with self._write() as db:
-            seq = self._next(db, session_id, "next_call", 1)
-            db.execute(
-                "INSERT INTO calls (session_id, seq, data) VALUES (?, ?, ?)",
-                (session_id, seq, data),
-            )
-        return seq
+            return _insert_call(db, session_id, call)
 
     def calls(self, session_id: str) -> list[dict[str, Any]]:
         with self._read() as db:
@@ -503,15 +434,28 @@ class SqliteSessionStore:
         ]
 
     def append_usage_event(self, session_id: str | None, event: Mapping[str, Any]) -> int:
-        data = _dumps(dict(event))
         with self._write() as db:
             if session_id is not None:
-                self._require(db, session_id)
-            cur = db.execute(
-                "INSERT INTO usage_events (session_id, data) VALUES (?, ?)", (session_id, data)
+                _require(db, session_id)
+            return _insert_usage(db, session_id, event)
+
+    def record_call(
+        self,
+        session_id: str,
+        call: Mapping[str, Any] | None,
+        messages: Sequence[MessageRecord] = (),
+        usage: Mapping[str, Any] | None = None,
+        history: JsonChange | None = None,
+    ) -> RecordedCall:
+        with self._write() as db:  # one transaction: a failure anywhere stores nothing
+            _require(db, session_id)
+            if history is not None:
+                _change_part(db, session_id, "history", history)
+            return RecordedCall(
+                _insert_call(db, session_id, call) if call is not None else None,
+                _insert_messages(db, session_id, messages) if messages else (),
+                _insert_usage(db, session_id, usage) if usage is not None else None,
             )
-            assert cur.lastrowid is not None
-            return cur.lastrowid
 
     def usage_events(self, session_id: str | None = None) -> list[dict[str, Any]]:
         with self._read() as db:
@@ -566,7 +510,7 @@ class SqliteSessionStore:
         where, args = ("WHERE session_id = ?", (session_id,)) if session_id else ("", ())
         found: list[DamagedRecord] = []
         with self._read() as db:
-            for kind, table, column in _RECORD_TABLES:
+            for kind, table, column in RECORD_TABLES:
                 rows = db.execute(
                     f"SELECT session_id, seq, {column} FROM {table} {where} "
                     "ORDER BY session_id, seq",
@@ -605,11 +549,80 @@ def _identity(path: Path) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
-_RECORD_TABLES: tuple[tuple[RecordKind, str, str], ...] = (
-    ("turn", "turns", "data"),
-    ("message", "messages", "raw"),
-    ("call", "calls", "data"),
-)
+def _require(db: sqlite3.Connection, session_id: str) -> None:
+    row = db.execute("SELECT 1 FROM session_headers WHERE session_id = ?", (session_id,))
+    if row.fetchone() is None:
+        raise unknown_session(session_id)
+
+
+def _next(db: sqlite3.Connection, session_id: str, counter: str, n: int) -> int:
+    """Reserve ``n`` sequence numbers of ``counter`` inside the open transaction."""
+    row = db.execute(
+        f"SELECT {counter} FROM session_headers WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    if row is None:
+        raise unknown_session(session_id)
+    db.execute(
+        f"UPDATE session_headers SET {counter} = {counter} + ? WHERE session_id = ?",
+        (n, session_id),
+    )
+    return int(row[0])
+
+
+def _insert_messages(
+    db: sqlite3.Connection, session_id: str, messages: Sequence[MessageRecord]
+) -> tuple[int, ...]:
+    """Append messages (inside the open transaction); their sequence numbers. A taken id
+    fails the transaction's commit as an ``IntegrityError``."""
+    first = _next(db, session_id, "next_message", len(messages))
+    seqs = tuple(range(first, first + len(messages)))
+    for seq, m in zip(seqs, messages, strict=True):
+        db.execute(
+            "INSERT INTO messages (session_id, seq, message_id, raw, tokens) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (session_id, seq, m.id, dumps(dict(m.raw)), m.tokens),
+        )
+        db.executemany(
+            "INSERT INTO message_calls (session_id, call_id, seq) VALUES (?, ?, ?)",
+            [(session_id, c, seq) for c in m.call_ids],
+        )
+    _count(db, session_id, len(messages), sum(m.tokens for m in messages))
+    return seqs
+
+
+def _insert_call(db: sqlite3.Connection, session_id: str, call: Mapping[str, Any]) -> int:
+    seq = _next(db, session_id, "next_call", 1)
+    db.execute(
+        "INSERT INTO calls (session_id, seq, data) VALUES (?, ?, ?)",
+        (session_id, seq, dumps(dict(call))),
+    )
+    return seq
+
+
+def _insert_usage(db: sqlite3.Connection, session_id: str | None, event: Mapping[str, Any]) -> int:
+    cur = db.execute(
+        "INSERT INTO usage_events (session_id, data) VALUES (?, ?)",
+        (session_id, dumps(dict(event))),
+    )
+    assert cur.lastrowid is not None
+    return cur.lastrowid
+
+
+def _change_part(
+    db: sqlite3.Connection, session_id: str, part: PartKind, change: JsonChange
+) -> dict[str, Any] | None:
+    """Replace a small JSON part by ``change(current)`` inside the open transaction."""
+    row = db.execute(
+        "SELECT data FROM session_parts WHERE session_id = ? AND part = ?",
+        (session_id, part),
+    ).fetchone()
+    updated = change(json.loads(row[0]) if row else None)
+    db.execute(
+        "INSERT INTO session_parts (session_id, part, data) VALUES (?, ?, ?) "
+        "ON CONFLICT (session_id, part) DO UPDATE SET data = excluded.data",
+        (session_id, part, dumps(updated)),
+    )
+    return updated
 
 
 def _delete_messages(db: sqlite3.Connection, session_id: str, start: int, stop: int) -> int:

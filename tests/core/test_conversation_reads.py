@@ -8,10 +8,11 @@ from typing import Any
 
 from contextcore.catalog import Catalog
 from contextcore.conversation import dependence
+from contextcore.memory_store import MemorySessionStore
 from contextcore.search import SearchEngine
 from contextcore.services.broker import ContextBroker
 from contextcore.sessions import RequestContext
-from contextcore.store import MemorySessionStore, MessageRecord
+from contextcore.store import MessageRecord
 from tests.support.hash_embedder import HashEmbedder
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from servers import PostgresServer, RedisServer, postgres_server, redis_server
 
-from contextcore.store import MemorySessionStore, SessionStore
+from contextcore.memory_store import MemorySessionStore
+from contextcore.store import SessionStore
 from server.stores.postgres import PostgresSessionStore
 from server.stores.redis import RedisSessionStore
 from server.stores.sqlite import SqliteSessionStore
