@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,25 +16,15 @@ import anyio
 import anyio.abc
 import httpx2
 import pytest
-from anyio.streams.buffered import BufferedByteReceiveStream
 
 from tests.support.broker_procs import BROKER, running_broker, server_env
+from tests.support.handshake import INITIALIZE, INITIALIZED, PROTOCOL_VERSION
+from tests.support.polling import eventually
+from tests.support.stdio_host import stdio_broker
 
 BIN = Path(sys.executable).parent
 SLOW_START = Path(__file__).with_name("fixtures") / "slow_start.py"
 ACCEPT = "application/json, text/event-stream"
-ERA = "2025-11-25"
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": ERA,
-        "capabilities": {},
-        "clientInfo": {"name": "early-host", "version": "1"},
-    },
-}
-INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 EARLY_CALL = {
     "jsonrpc": "2.0",
     "id": 2,
@@ -71,46 +58,6 @@ def _line(message: Any) -> bytes:
     return json.dumps(message).encode() + b"\n"
 
 
-class _StdioHost:
-    """Writes JSON-RPC lines to a broker's stdin and reads its answers, bounded."""
-
-    def __init__(self, process: anyio.abc.Process) -> None:
-        assert process.stdin is not None and process.stdout is not None
-        self.process = process
-        self._out = BufferedByteReceiveStream(process.stdout)
-
-    async def send(self, message: Any) -> None:
-        assert self.process.stdin is not None
-        await self.process.stdin.send(_line(message))
-
-    async def answer(self, request_id: object) -> dict[str, Any]:
-        """The next response under ``request_id`` (other messages are passed over)."""
-        with anyio.fail_after(60):
-            while True:
-                message = json.loads(await self._out.receive_until(b"\n", 1 << 24))
-                if "method" not in message and message.get("id", "missing") == request_id:
-                    return message  # type: ignore[no-any-return]
-
-
-@asynccontextmanager
-async def _stdio_broker(config: Path) -> AsyncIterator[_StdioHost]:
-    process = await anyio.open_process(
-        [BROKER, "serve", "--config", str(config)],
-        env=server_env(),
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        yield _StdioHost(process)
-    finally:
-        process.terminate()
-        with anyio.move_on_after(20):
-            await process.wait()
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-        await process.aclose()
-
-
 def _text(result: dict[str, Any]) -> str:
     return "".join(block.get("text", "") for block in result.get("content", []))
 
@@ -118,10 +65,7 @@ def _text(result: dict[str, Any]) -> str:
 async def test_a_direct_call_before_any_tools_list_on_stdio_waits_and_is_answered(
     tmp_path: Path,
 ) -> None:
-    async with _stdio_broker(_config(tmp_path, delay=2.0)) as host:
-        await host.send(INIT)
-        assert "result" in await host.answer(1)
-        await host.send(INITIALIZED)
+    async with stdio_broker(_config(tmp_path, delay=2.0), within=60) as host:
         await host.send(EARLY_CALL)
         answer = await host.answer(2)
     assert "result" in answer, answer
@@ -145,10 +89,10 @@ async def test_a_direct_call_before_any_tools_list_over_http_waits_and_is_answer
         running_broker(_config(tmp_path, delay=2.0)) as (url, _process),
         httpx2.AsyncClient(timeout=60) as http,
     ):
-        started = await http.post(f"{url}/mcp", content=_line(INIT), headers=base)
+        started = await http.post(f"{url}/mcp", content=_line(INITIALIZE), headers=base)
         assert started.status_code == 200, started.text
         era = base | {"mcp-session-id": started.headers["mcp-session-id"]}
-        era["mcp-protocol-version"] = ERA
+        era["mcp-protocol-version"] = PROTOCOL_VERSION
         await http.post(f"{url}/mcp", content=_line(INITIALIZED), headers=era)
         called = await http.post(f"{url}/mcp", content=_line(EARLY_CALL), headers=era)
     (answer,) = [m for m in _messages(called) if m.get("id") == 2]
@@ -161,10 +105,7 @@ async def test_a_batch_on_stdio_gets_an_invalid_request_answer_like_over_http(
     tmp_path: Path,
 ) -> None:
     batch = [{"jsonrpc": "2.0", "id": 5, "method": "ping"}]
-    async with _stdio_broker(_config(tmp_path, delay=0)) as host:
-        await host.send(INIT)
-        await host.answer(1)
-        await host.send(INITIALIZED)
+    async with stdio_broker(_config(tmp_path, delay=0), within=60) as host:
         for sent in (batch, []):
             await host.send(sent)
             answer = await host.answer(None)
@@ -215,7 +156,9 @@ async def test_input_closed_at_any_moment_of_startup_ends_the_process_cleanly(
     log = stderr.decode(errors="replace")
     assert code == 0, f"exit {code} after closing input at {after}s:\n{log[-3000:]}"
     assert "terminate called" not in log and "Traceback" not in log, log[-3000:]
-    with anyio.fail_after(10):
-        while left := _tagged_processes(tag):
-            await anyio.sleep(0.1)
-    assert not left
+    await eventually(
+        lambda: not _tagged_processes(tag),
+        within=10,
+        every=0.1,
+        what=lambda: f"the downstream and its children gone (left: {_tagged_processes(tag)})",
+    )

@@ -11,13 +11,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import anyio
-import anyio.abc
 import pytest
 import pytest_asyncio
 from hypothesis import HealthCheck, given, settings
 
-from tests.support.broker_procs import BROKER, server_env
+from tests.support.stdio_host import StdioHost, stdio_broker
 from tests.support.wire_lines import CALL, LINES, PLACEHOLDER, SECRET, Line
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -25,68 +23,6 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 TIME = str(Path(sys.executable).parent / "mcp-server-time")
 PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS = -32700, -32600, -32602
 ANSWER_WITHIN = 30.0
-
-
-class Host:
-    """A host writing raw lines to the broker's stdin and reading its answers by id."""
-
-    def __init__(self, process: anyio.abc.Process) -> None:
-        self.process = process
-        self.buffer = b""
-        self.unclaimed: list[dict[str, Any]] = []
-        self.lines: list[bytes] = []
-        self._next_id = 0
-
-    def fresh_id(self, kind: str = "int") -> int | str:
-        self._next_id += 1
-        return 7_300_000_000 + self._next_id if kind == "int" else f"wire-{self._next_id}"
-
-    async def send_raw(self, line: bytes) -> None:
-        assert self.process.stdin is not None
-        with anyio.fail_after(ANSWER_WITHIN):
-            await self.process.stdin.send(line + b"\n")
-
-    async def send(self, message: dict[str, Any]) -> None:
-        await self.send_raw(json.dumps(message).encode())
-
-    async def _next(self) -> dict[str, Any]:
-        assert self.process.stdout is not None
-        while b"\n" not in self.buffer:
-            self.buffer += await self.process.stdout.receive()
-        line, self.buffer = self.buffer.split(b"\n", 1)
-        self.lines.append(line)
-        check_answer_line(line)
-        return json.loads(line)  # type: ignore[no-any-return]
-
-    async def answer(self, request_id: int | str | None) -> dict[str, Any]:
-        """The answer to ``request_id`` (ids compared with their JSON type; None: an answer
-        under ``"id": null``), bounded."""
-        for i, message in enumerate(self.unclaimed):
-            if _same_id(message.get("id", ...), request_id):
-                return self.unclaimed.pop(i)
-        with anyio.fail_after(ANSWER_WITHIN):
-            while True:
-                message = await self._next()
-                if _same_id(message.get("id", ...), request_id):
-                    return message
-                self.unclaimed.append(message)
-
-    async def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        request_id = self.fresh_id()
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if params is not None:
-            message["params"] = params
-        await self.send(message)
-        return await self.answer(request_id)
-
-    async def assert_alive(self) -> None:
-        assert self.process.returncode is None, "the broker exited"
-        answer = await self.request("ping")
-        assert answer.get("result") == {}, answer
-
-
-def _same_id(got: object, want: int | str | None) -> bool:
-    return got == want and type(got) is type(want)
 
 
 def check_answer_line(line: bytes) -> None:
@@ -119,45 +55,29 @@ env = {{ TIME_API_TOKEN = "{SECRET}" }}
 }
 
 
-async def _start(tmp: Path, name: str) -> AsyncIterator[Host]:
+async def _start(tmp: Path, name: str) -> AsyncIterator[StdioHost]:
     config = tmp / f"{name}.toml"
     config.write_text(CONFIGS[name], encoding="utf-8")
-    with open(tmp / f"{name}.log", "wb") as log:
-        process = await anyio.open_process(
-            [BROKER, "serve", "--config", str(config)], stderr=log, env=server_env()
-        )
-        async with process:
-            host = Host(process)
-            init = {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "wire-host", "version": "1"},
-            }
-            assert "result" in await host.request("initialize", init)
-            await host.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-            listed = await host.request("tools/list")
-            names = [tool["name"] for tool in listed["result"]["tools"]]
-            assert (CALL in names) == (name == "time")
-            try:
-                yield host
-                # after everything: a normal tools/list still works
-                again = await host.request("tools/list")
-                assert [tool["name"] for tool in again["result"]["tools"]] == names
-            finally:
-                assert process.stdin is not None
-                await process.stdin.aclose()
-                with anyio.fail_after(20):
-                    await process.wait()
+    async with stdio_broker(
+        config, log=tmp / f"{name}.log", within=ANSWER_WITHIN, check_line=check_answer_line
+    ) as host:
+        listed = await host.request("tools/list")
+        names = [tool["name"] for tool in listed["result"]["tools"]]
+        assert (CALL in names) == (name == "time")
+        yield host
+        # after everything: a normal tools/list still works
+        again = await host.request("tools/list")
+        assert [tool["name"] for tool in again["result"]["tools"]] == names
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
-async def time_host(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Host]:
+async def time_host(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[StdioHost]:
     async for host in _start(tmp_path_factory.mktemp("wire"), "time"):
         yield host
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
-async def plain_host(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Host]:
+async def plain_host(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[StdioHost]:
     async for host in _start(tmp_path_factory.mktemp("wire"), "plain"):
         yield host
 
@@ -176,7 +96,7 @@ def _call_line(request_id: int | str, arguments_json: str, name: str = CALL) -> 
 
 
 async def test_a_tools_call_nesting_5000_levels_is_a_parse_error_not_a_crash(
-    time_host: Host,
+    time_host: StdioHost,
 ) -> None:
     request_id = time_host.fresh_id()
     await time_host.send_raw(_call_line(request_id, '{"timezone": ' + _deep(5000) + "}"))
@@ -187,7 +107,7 @@ async def test_a_tools_call_nesting_5000_levels_is_a_parse_error_not_a_crash(
 
 
 async def test_a_deep_tools_call_with_the_id_last_is_answered_under_that_id(
-    time_host: Host,
+    time_host: StdioHost,
 ) -> None:
     request_id = time_host.fresh_id("str")
     params = '{"name": "' + CALL + '", "arguments": {"timezone": ' + _deep(5000) + "}}"
@@ -198,7 +118,7 @@ async def test_a_deep_tools_call_with_the_id_last_is_answered_under_that_id(
 
 
 async def test_a_cancel_notification_nesting_5000_levels_is_skipped_not_a_crash(
-    time_host: Host,
+    time_host: StdioHost,
 ) -> None:
     line = '{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": '
     await time_host.send_raw((line + _deep(5000) + "}}").encode())
@@ -206,7 +126,7 @@ async def test_a_cancel_notification_nesting_5000_levels_is_skipped_not_a_crash(
 
 
 async def test_a_call_with_a_cut_emoji_is_served_with_a_replacement_character(
-    time_host: Host,
+    time_host: StdioHost,
 ) -> None:
     request_id = time_host.fresh_id()
     arguments = '{"agent": "cut emoji \\ud83d"}'
@@ -216,7 +136,7 @@ async def test_a_call_with_a_cut_emoji_is_served_with_a_replacement_character(
     assert "cut emoji \ufffd" in json.dumps(answer["result"], ensure_ascii=False)
 
 
-async def test_a_downstream_call_with_a_cut_emoji_gets_an_answer(time_host: Host) -> None:
+async def test_a_downstream_call_with_a_cut_emoji_gets_an_answer(time_host: StdioHost) -> None:
     request_id = time_host.fresh_id()
     await time_host.send_raw(_call_line(request_id, '{"timezone": "Asia/Tokyo \\udc00"}'))
     answer = await time_host.answer(request_id)
@@ -252,7 +172,7 @@ MALFORMED = {
 @pytest.mark.parametrize("kind", list(MALFORMED))
 @pytest.mark.parametrize("id_kind", ["int", "str"])
 async def test_a_malformed_request_with_an_id_gets_its_json_rpc_error(
-    time_host: Host, kind: str, id_kind: str
+    time_host: StdioHost, kind: str, id_kind: str
 ) -> None:
     template, code = MALFORMED[kind]
     request_id = time_host.fresh_id(id_kind)
@@ -275,7 +195,7 @@ async def test_a_malformed_request_with_an_id_gets_its_json_rpc_error(
     ids=["null", "fraction", "bool", "object", "notification", "broken notification"],
 )
 async def test_a_line_without_a_usable_id_is_skipped_and_the_broker_goes_on(
-    time_host: Host, line: str
+    time_host: StdioHost, line: str
 ) -> None:
     before = len(time_host.unclaimed)
     await time_host.send_raw(line.encode("utf-8", "surrogateescape"))
@@ -295,7 +215,7 @@ async def test_a_line_without_a_usable_id_is_skipped_and_the_broker_goes_on(
     ids=["method swallows the id", "param swallows the id", "garbage", "id cut", "bad id"],
 )
 async def test_a_parse_error_whose_id_cannot_be_read_is_answered_under_id_null(
-    time_host: Host, line: str
+    time_host: StdioHost, line: str
 ) -> None:
     time_host.unclaimed = [m for m in time_host.unclaimed if m.get("id", 0) is not None]
     await time_host.send_raw(line.encode("utf-8", "surrogateescape"))
@@ -311,7 +231,7 @@ HOSTILE = settings(
 )
 
 
-async def _send_and_check(host: Host, line: Line) -> None:
+async def _send_and_check(host: StdioHost, line: Line) -> None:
     if line.id_kind is None:
         await host.send_raw(line.text)
     else:
@@ -325,7 +245,7 @@ async def _send_and_check(host: Host, line: Line) -> None:
 @HOSTILE
 @given(line=LINES)
 async def test_generated_hostile_lines_are_answered_and_the_broker_with_a_downstream_lives(
-    time_host: Host, line: Line
+    time_host: StdioHost, line: Line
 ) -> None:
     await _send_and_check(time_host, line)
 
@@ -333,6 +253,6 @@ async def test_generated_hostile_lines_are_answered_and_the_broker_with_a_downst
 @HOSTILE
 @given(line=LINES)
 async def test_generated_hostile_lines_are_answered_and_the_plain_broker_lives(
-    plain_host: Host, line: Line
+    plain_host: StdioHost, line: Line
 ) -> None:
     await _send_and_check(plain_host, line)
