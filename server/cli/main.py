@@ -28,6 +28,7 @@ from server.settings import AppConfig, load_config
 from ..gateway import GatewayError
 from ..terminal import EscapingFormatter, escape_lines
 from ..version import broker_version
+from . import auth as auth_cli
 from . import learning as learning_cli
 from .install import CLIENTS, InstallError, install
 from .model_setup import prepare_model_dir
@@ -74,6 +75,7 @@ def _parser() -> argparse.ArgumentParser:
     _stats_parser(sub, common)
     _tools_parser(sub)
     learning_cli.add_parsers(sub, common, _add_config)
+    auth_cli.add_parser(sub, common, _add_config)
     _install_parser(sub)
     setup = sub.add_parser(
         "setup-model", help="prepare the embedding model without a model hub", parents=[common]
@@ -423,6 +425,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "learn": learning_cli.cmd_learn,
         "forget": learning_cli.cmd_forget,
         "install": _cmd_install,
+        "auth": auth_cli.cmd_auth,
     }
     try:
         return commands[args.command](args)

@@ -8,6 +8,7 @@
      ├── ServerUnavailableError  the server is not connected right now (starting, down, disabled)
      ├── ToolHeldError           the tool's definition is held back until a person approves it
      ├── PinFileError            the pin file cannot be read or written, or nothing to approve
+     ├── TokenFileError          the OAuth token file cannot be read or written
      └── DownstreamError         the downstream failed a request (timeout, protocol error, crash)
 
 Messages never contain secret values: they pass the gateway's redactor before being raised.
@@ -22,6 +23,7 @@ __all__ = [
     "SecretError",
     "ServerUnavailableError",
     "ServersFileError",
+    "TokenFileError",
     "ToolHeldError",
     "UnknownServerError",
     "UnknownToolError",
@@ -71,3 +73,7 @@ class ToolHeldError(GatewayError):
 
 class PinFileError(GatewayError):
     """The pin file cannot be read or written, or an approval matched nothing."""
+
+
+class TokenFileError(GatewayError):
+    """The OAuth token file cannot be read or written."""

@@ -28,18 +28,14 @@ from mcp.shared.auth import (
 )
 from pydantic import BaseModel, ValidationError
 
-from .errors import GatewayError
+from .errors import TokenFileError
 
-__all__ = ["ServerTokens", "TokenFile", "TokenFileError"]
+__all__ = ["ServerTokens", "TokenFile"]
 
 log = logging.getLogger(__name__)
 
 _VERSION = 1
 M = TypeVar("M", bound=BaseModel)
-
-
-class TokenFileError(GatewayError):
-    """The token file cannot be read or written."""
 
 
 class TokenFile:

@@ -108,10 +108,14 @@ async def server_row(session: ClientSession) -> dict[str, Any]:
     return next(row for row in rows if row["name"] == SERVER)
 
 
-async def drive(config: Path) -> None:
-    """Serve ``config`` over stdio; list and call every downstream tool once."""
+BROWSER = f"{shlex.quote(sys.executable)} {shlex.quote(str(HERE / 'open_url.py'))} %s"
+
+
+async def drive(config: Path, browser: str = BROWSER) -> list[str]:
+    """Serve ``config`` over stdio with ``BROWSER=browser``; list and call every downstream
+    tool once. One line per call: the tool's name and its result's text."""
     env = dict(os.environ)
-    env["BROWSER"] = f"{shlex.quote(sys.executable)} {shlex.quote(str(HERE / 'open_url.py'))} %s"
+    env["BROWSER"] = browser
     params = StdioServerParameters(command=BROKER, args=["serve", "--config", str(config)], env=env)
     changed = [anyio.Event()]
 
@@ -124,9 +128,12 @@ async def drive(config: Path) -> None:
         ClientSession(read, write, message_handler=on_message) as session,
     ):
         await session.initialize()
+        calls = []
         for tool in await downstream_tools(session, changed):
             result = await session.call_tool(tool.name, arguments_for(tool.input_schema))
-            print(f"{tool.name}: isError={result.is_error}", file=sys.stderr)
+            text = " ".join(b.text for b in result.content if isinstance(b, types.TextContent))
+            calls.append(f"{tool.name}: {'error: ' if result.is_error else ''}{text}")
+        return calls
 
 
 def main() -> int:
@@ -138,7 +145,8 @@ def main() -> int:
         folder = Path(kept) if kept else Path(scratch)
         folder.mkdir(parents=True, exist_ok=True)
         config = write_config(folder, url, oauth_table(scenario, context))
-        anyio.run(drive, config)
+        for line in anyio.run(drive, config):
+            print(line, file=sys.stderr)
     return 0
 
 
