@@ -3,9 +3,11 @@
 :func:`assemble` walks the model's leaves (depth-first, left to right) and lets each emit:
 
 - ``rules`` / ``references``: one system message with the request's rules (references) in
-  priority order, as ``# Rules`` / ``## name — description`` sections;
-- ``tools``: one system message with the selected tools' names, descriptions and input
-  schemas (JSON);
+  priority order, each worded as the request context's text words it
+  (:func:`contextcore.context_text.describe`: ``## Rules``, then ``### 010 name — how it
+  was included``, description and text);
+- ``tools``: one system message with the selected tools, worded the same way: the name to
+  call, how it was included, description and input schema (JSON);
 - ``summary``: the running summary as a user message plus an assistant acknowledgement;
 - ``snapshot``: the task snapshot as a system message;
 - ``history``: the session's history window (the messages the summary does not cover, or
@@ -28,7 +30,6 @@ input is over.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, assert_never
@@ -43,6 +44,7 @@ from .assembly_model import (
     parse_model,
     preset_model,
 )
+from .context_text import NoTools, ToolDirectory, describe, section
 from .errors import HistoryError
 from .history import (
     ConversationHistory,
@@ -57,9 +59,8 @@ from .history import (
 )
 from .history.filters.size import SizeLimiterOptions
 from .history.tokens import Tokenizer, resolve_tokenizer
-from .history.units import safe_cut
-from .history.window import ACKNOWLEDGEMENT
-from .items import ContextItem, ItemRef, TextItem, Tool
+from .history.window import ACKNOWLEDGEMENT, window_start
+from .items import ContextItem, ItemRef, ItemType
 from .render import sort_items
 from .sessions import RequestContext
 
@@ -77,7 +78,6 @@ __all__ = [
     "parse_model",
     "preset_model",
     "resolve_model",
-    "window_start",
 ]
 
 Lookup = Callable[[ItemRef], ContextItem | None]
@@ -143,11 +143,13 @@ def assemble(
     registry: FilterRegistry | None = None,
     policy: SummaryPolicy | None = None,
     max_tokens: int | None = None,
+    directory: ToolDirectory | None = None,
 ) -> Assembly:
     """Build the LLM input for the recorded ``context`` and the session's ``history``.
 
     ``pipeline`` defaults to :func:`model_pipeline`; ``max_tokens`` caps its budget like
-    ``get_history``'s; ``policy`` decides the window without a summary.
+    ``get_history``'s; ``policy`` decides the window without a summary; ``directory`` gives
+    the names the selected tools are called by.
     """
     pipeline = pipeline or model_pipeline(model, registry)
     tokenizer, overhead = _cost_options(pipeline)
@@ -161,7 +163,8 @@ def assemble(
             history_leaf = leaf
             parts.append((leaf.path, leaf.kind, []))
         else:
-            parts.append((leaf.path, leaf.kind, _emit(leaf, context, lookup, history)))
+            emitted = _emit(leaf, context, lookup, history, directory or NoTools())
+            parts.append((leaf.path, leaf.kind, emitted))
     framing = [_system(history_leaf.framing)] if history_leaf and history_leaf.framing else []
     pinned = [m for _, kind, msgs in parts if kind != "history" for m in msgs] + framing
     recent = history.messages[start:] if history_leaf and not history.cleared else ()
@@ -223,17 +226,6 @@ def context_messages(context: RequestContext, lookup: Lookup) -> list[Raw]:
     return assemble(context, lookup, ConversationHistory(), _CONTEXT_ONLY).messages
 
 
-def window_start(history: ConversationHistory, policy: SummaryPolicy) -> int:
-    """Where the history window begins, exactly as ``get_window`` decides it."""
-    messages = history.messages
-    if history.cleared:
-        return len(messages)
-    if history.summary is not None:
-        return history.summary.covered
-    cut = safe_cut(messages, len(messages) - policy.window_without_summary)
-    return max(history.live_start, cut)
-
-
 def _cost_options(pipeline: Pipeline) -> tuple[Tokenizer, int]:
     # The same choice the pipeline makes for its own token counts.
     sizes = [f.options for f in pipeline.filters if f.name == "sizeLimiter"]
@@ -259,14 +251,15 @@ def _warnings(model: AssemblyModel, history: ConversationHistory) -> list[str]:
 
 
 def _emit(
-    leaf: Component, context: RequestContext, lookup: Lookup, history: ConversationHistory
+    leaf: Component,
+    context: RequestContext,
+    lookup: Lookup,
+    history: ConversationHistory,
+    directory: ToolDirectory,
 ) -> list[Raw]:
     kind = leaf.kind
-    if kind == "rules" or kind == "references":
-        text = _documents(context, lookup, kind)
-        return [_system(_framed(leaf, text))] if text else []
-    if kind == "tools":
-        text = _tools(context, lookup)
+    if kind == "rules" or kind == "references" or kind == "tools":
+        text = _items(context, lookup, directory, _ITEM_TYPES[kind])
         return [_system(_framed(leaf, text))] if text else []
     if kind == "summary":
         return _summary(leaf, history)
@@ -303,42 +296,19 @@ def _summary(leaf: Component, history: ConversationHistory) -> list[Raw]:
     ]
 
 
-def _selected(context: RequestContext, lookup: Lookup, kind: str) -> list[ContextItem]:
-    rows = sort_items([i for i in context.items if i.ref.type == kind], lookup)
-    return [item for item in (lookup(row.ref) for row in rows) if item is not None]
+_ITEM_TYPES: dict[str, ItemType] = {"rules": "rule", "references": "reference", "tools": "tool"}
 
 
-def _documents(context: RequestContext, lookup: Lookup, kind: str) -> str:
-    items = [i for i in _selected(context, lookup, kind[:-1]) if isinstance(i, TextItem)]
-    if not items:
-        return ""
-    blocks = [f"# {kind.capitalize()}"]
-    for item in items:
-        head = f"## {item.name}" + (f" — {item.description}" if item.description else "")
-        blocks.append(f"{head}\n\n{item.text}".rstrip())
-    return "\n\n".join(blocks)
-
-
-def _tools(context: RequestContext, lookup: Lookup) -> str:
-    tools = [i for i in _selected(context, lookup, "tool") if isinstance(i, Tool)]
-    if not tools:
-        return ""
-    blocks = ["# Tools"]
-    for tool in tools:
-        head = f"## {tool.server}/{tool.name}" + (
-            f" — {tool.description}" if tool.description else ""
-        )
-        schema = json.dumps(
-            tool.input_schema, ensure_ascii=False, sort_keys=True, default=_json_default
-        )
-        blocks.append(f"{head}\n\nInput schema: {schema}")
-    return "\n\n".join(blocks)
-
-
-def _json_default(value: object) -> object:
-    if isinstance(value, Mapping):
-        return dict(value)
-    return list(value) if isinstance(value, Sequence) else str(value)
+def _items(
+    context: RequestContext, lookup: Lookup, directory: ToolDirectory, kind: ItemType
+) -> str:
+    """The request's items of one kind as the request context's text words them; items no
+    longer in the catalog are left out of an LLM input."""
+    rows = [r for r in sort_items(context.items, lookup) if r.ref.type == kind]
+    blocks = [
+        describe(r, lookup, directory, context.intents) for r in rows if lookup(r.ref) is not None
+    ]
+    return section(kind, blocks) if blocks else ""
 
 
 def resolve_model(

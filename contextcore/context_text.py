@@ -4,37 +4,49 @@ the name to call it by and its input schema, in the design's order, within a tok
 Hosts whose own model is the agent show it only the text content of tool results, so this
 text is the request context as far as the model is concerned. What does not fit the budget
 is named with how to fetch it (``get_context_items``).
+
+This module is the one place that words an item for a model: :func:`item_block` (one item),
+:func:`describe` (one request-context row, with how it was included) and :func:`section`
+(a kind's heading and blocks). The request-context text, the assembled LLM input
+(:mod:`contextcore.assembly`), search results and the ``context`` prompt all use them, so a
+model reads the same tool the same way whichever path brought it.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from .items import ContextItem, ItemRef, Tool
+from .items import ContextItem, ItemRef, ItemType, Tool
 from .render import sort_items, summary_line
 from .sessions import RequestContext, RequestItem
 
 __all__ = [
+    "CALL_HINT",
     "Detail",
     "NoTools",
     "RenderedContext",
     "ToolDirectory",
+    "describe",
     "estimate_tokens",
+    "how_included",
     "item_block",
     "item_heading",
+    "listed_entry",
     "render_context",
     "schema_text",
+    "section",
+    "tools_intro",
 ]
 
 Detail = Literal["full", "names"]
 Lookup = Callable[[ItemRef], ContextItem | None]
 
 _OMITTED_LINE_TOKENS = 30
-_TITLES = (("rule", "Rules"), ("reference", "References"), ("tool", "Tools"))
+_TITLES: dict[ItemType, str] = {"rule": "Rules", "reference": "References", "tool": "Tools"}
 CALL_HINT = (
     "Call a tool by the name shown when your tool list has it; otherwise call `call_tool` "
     "with `server`, `tool` and `arguments` that match its input schema (add `session_id` to "
@@ -78,11 +90,21 @@ def estimate_tokens(text: str) -> int:
 
 
 def schema_text(schema: object) -> str:
-    """An input schema as compact JSON."""
-    return json.dumps(schema, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
+    """An input schema as compact JSON, keys in the order the server wrote them."""
+    return json.dumps(
+        schema, ensure_ascii=False, separators=(",", ":"), sort_keys=False, default=_plain
+    )
 
 
-def _mode(row: RequestItem, intents: Sequence[str] = ()) -> str:
+def _plain(value: object) -> object:
+    # A catalog may hold a schema as read-only mappings and tuples.
+    if isinstance(value, Mapping):
+        return dict(value)
+    return list(value) if isinstance(value, Sequence) else str(value)
+
+
+def how_included(row: RequestItem, intents: Sequence[str] = ()) -> str:
+    """Why a row is in its request context: ``agent, score 0.71, step 2``, ``manual``, ..."""
     if row.similarity_score is None:
         return row.include_mode
     why = f"{row.include_mode}, score {row.similarity_score:.2f}"
@@ -126,6 +148,33 @@ def item_block(
     return "\n".join(lines)
 
 
+def describe(
+    row: RequestItem, lookup: Lookup, directory: ToolDirectory, intents: Sequence[str] = ()
+) -> str:
+    """The full definition of one request-context row, headed with how it was included."""
+    return item_block(row.ref, lookup(row.ref), directory, how_included(row, intents))
+
+
+def section(kind: ItemType, blocks: Sequence[str], intro: Sequence[str] = ()) -> str:
+    """One kind's part of a text: ``## Tools``, its ``intro`` lines, then the item blocks."""
+    head = "\n".join([f"## {_TITLES[kind]}", *intro])
+    return head + ("\n\n" + "\n\n".join(blocks) if blocks else "")
+
+
+def tools_intro(listed: Sequence[str] = ()) -> list[str]:
+    """What opens a host's tools section: how to call a tool, and the tools (``listed``
+    entries) its tool list already has, which are named rather than described."""
+    intro = [CALL_HINT]
+    if listed:
+        intro.append("Already in your tool list: " + ", ".join(listed) + ".")
+    return intro
+
+
+def listed_entry(row: RequestItem, directory: ToolDirectory, intents: Sequence[str] = ()) -> str:
+    """A tool the host already lists, named for :func:`tools_intro`."""
+    return f"`{directory.exposed_name(row.ref)}` ({how_included(row, intents)})"
+
+
 def _header(context: RequestContext) -> list[str]:
     preset = context.preset
     lines = [
@@ -147,12 +196,12 @@ def _header(context: RequestContext) -> list[str]:
 def _name_line(
     row: RequestItem, item: ContextItem | None, directory: ToolDirectory, intents: Sequence[str]
 ) -> str:
-    return f"- {item_heading(row.ref, item, directory)} — {_mode(row, intents)}"
+    return f"- {item_heading(row.ref, item, directory)} — {how_included(row, intents)}"
 
 
 def _omitted_line(row: RequestItem, tokens: int, intents: Sequence[str]) -> str:
     return (
-        f"- {row.ref.key} ({_mode(row, intents)}, about {tokens:,} tokens): "
+        f"- {row.ref.key} ({how_included(row, intents)}, about {tokens:,} tokens): "
         f'get_context_items(keys=["{row.ref.key}"])'
     )
 
@@ -178,14 +227,13 @@ def render_context(
     listed: list[str] = []
     blocks: list[tuple[RequestItem, str, int]] = []
     for row in ordered:
-        item = lookup(row.ref)
-        mode = _mode(row, context.intents)
         if row.ref.type == "tool" and directory.listed(row.ref):
-            listed.append(f"`{directory.exposed_name(row.ref)}` ({mode})")
+            listed.append(listed_entry(row, directory, context.intents))
         elif detail == "names":
-            blocks.append((row, _name_line(row, item, directory, context.intents), 0))
+            line = _name_line(row, lookup(row.ref), directory, context.intents)
+            blocks.append((row, line, 0))
         else:
-            block = item_block(row.ref, item, directory, mode)
+            block = describe(row, lookup, directory, context.intents)
             blocks.append((row, block, estimate_tokens(block) + 1))
     budget = max_tokens - estimate_tokens("\n".join(fixed + warnings + listed)) - 60
     kept: list[tuple[RequestItem, str, int]] = []
@@ -217,15 +265,12 @@ def _assemble(
     intents: Sequence[str],
 ) -> str:
     parts = ["\n".join(fixed)]
-    for kind, title in _TITLES:
+    for kind in _TITLES:
         blocks = [block for row, block, _ in kept if row.ref.type == kind]
         if kind == "tool" and (blocks or listed):
-            intro = [f"## {title}", CALL_HINT]
-            if listed:
-                intro.append("Already in your tool list: " + ", ".join(listed) + ".")
-            parts.append("\n".join(intro) + ("\n\n" + "\n\n".join(blocks) if blocks else ""))
+            parts.append(section(kind, blocks, tools_intro(listed)))
         elif blocks:
-            parts.append(f"## {title}\n\n" + "\n\n".join(blocks))
+            parts.append(section(kind, blocks))
     if omitted:
         head = f"## Not included (over the {max_tokens:,}-token budget)"
         lines = [_omitted_line(row, n, intents) for row, n in omitted]

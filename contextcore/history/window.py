@@ -24,7 +24,7 @@ from .report import PipelineReport
 from .summaries.policy import SummaryPolicy
 from .units import safe_cut
 
-__all__ = ["ACKNOWLEDGEMENT", "HistoryWindow", "get_window", "text_only"]
+__all__ = ["ACKNOWLEDGEMENT", "HistoryWindow", "get_window", "text_only", "window_start"]
 
 ACKNOWLEDGEMENT = "Understood. I will continue from that summary and the messages that follow."
 
@@ -57,16 +57,8 @@ def get_window(
     """
     policy = policy or SummaryPolicy()
     pipeline = filters if isinstance(filters, Pipeline) else build_pipeline(filters, registry)
-    messages = history.messages
     summary = history.summary if history.summary and not history.cleared else None
-    if history.cleared:
-        first = len(messages)
-    elif summary is not None:
-        first = summary.covered
-    else:
-        first = max(
-            history.live_start, safe_cut(messages, len(messages) - policy.window_without_summary)
-        )
+    first = window_start(history, policy)
     pinned: list[dict[str, Any]] = []
     snapshot = history.snapshot if include_snapshot and not history.cleared else None
     if snapshot is not None and not snapshot.is_empty:
@@ -86,7 +78,7 @@ def get_window(
                 "id": f"summary-ack:{summary.covered}",
             }
         )
-    recent: Sequence[Message] = messages[first:]
+    recent: Sequence[Message] = history.messages[first:]
     shape = history.shape
     if only_text:
         recent, shape = text_only(recent), None
@@ -98,6 +90,19 @@ def get_window(
     result = pipeline.run_parsed(recent, shape, context)
     out = [_strip_id(m) for m in result.messages] if only_text else result.messages
     return HistoryWindow(out, result.report, summary is not None, snapshot is not None, first)
+
+
+def window_start(history: ConversationHistory, policy: SummaryPolicy) -> int:
+    """Where the window begins in ``history``'s messages: past the end right after a clear,
+    after what the summary covers, else the last ``window_without_summary`` messages (never
+    before the live start, never splitting a tool call from its result)."""
+    messages = history.messages
+    if history.cleared:
+        return len(messages)
+    if history.summary is not None:
+        return history.summary.covered
+    cut = safe_cut(messages, len(messages) - policy.window_without_summary)
+    return max(history.live_start, cut)
 
 
 def text_only(messages: Sequence[Message]) -> list[Message]:

@@ -44,7 +44,7 @@ async def test_a_named_model_from_the_config_is_used_by_name(make_env: Any) -> N
         {"role": "user", "content": "The user asks:\n\nhi"},
         {"role": "system", "content": out["messages"][2]["content"]},
     ]
-    assert out["messages"][2]["content"].startswith("# Rules")
+    assert out["messages"][2]["content"].startswith("## Rules\n\n### 005 tone — always")
     assert out["report"]["model"] == "brief"
     assert out["report"]["filters"]["budget"] is not None
     assert [s["name"] for s in out["report"]["filters"]["steps"]] == [
@@ -117,7 +117,11 @@ async def test_the_tools_component_lists_names_descriptions_and_schemas(
     assert without["messages"] == [{"role": "user", "content": "hi"}]
     assert without["report"]["components"][0]["tokens"] == 0
     text = out["messages"][0]["content"]
-    assert text.startswith("You may call:\n\n# Tools\n\n## time/get_current_time — Get the")
+    # Worded as build_request_context words it; without downstream servers no name calls it.
+    assert text.startswith(
+        "You may call:\n\n## Tools\n\n### time/get_current_time (server time, tool "
+        "get_current_time; no connected server offers it) — manual\nGet the current time"
+    )
     schema = json.loads(text.split("Input schema: ", 1)[1])
     assert schema == {"type": "object", "properties": {"timezone": {"type": "string"}}}
 

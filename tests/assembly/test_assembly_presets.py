@@ -44,9 +44,9 @@ async def test_the_default_preset_assembles_every_part_in_order(env: AssemblyEnv
         "message",
     ]
     assert messages[0] == {"role": "system", "content": DEFAULT_INTRO}
-    assert messages[1]["content"].startswith("# Rules\n\n## tone — How to talk")
+    assert messages[1]["content"].startswith("## Rules\n\n### 005 tone — always\nHow to talk")
     assert messages[1]["content"].index("tone") < messages[1]["content"].index("commits")
-    assert "## schema — Database schema" in messages[2]["content"]
+    assert "### 000 schema — manual\nDatabase schema\norders(id, status)" in messages[2]["content"]
     assert messages[3]["role"] == "system" and "Goal: ship orders API" in messages[3]["content"]
     assert [m["role"] for m in messages[4:10]] == ["user", "assistant"] * 2 + [
         "assistant",

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from contextcore.catalog import Catalog
@@ -106,14 +108,14 @@ def test_messages_are_built_from_the_record_references_then_rules_then_user(
     messages = broker.messages_for(ctx)
     assert [m["role"] for m in messages] == ["system", "system", "user"]
     assert (
-        messages[0]["content"].startswith("# References")
+        messages[0]["content"].startswith("## References")
         and "orders(id, status)" in messages[0]["content"]
     )
-    assert messages[1]["content"].startswith("# Rules")
+    assert messages[1]["content"].startswith("## Rules")
     rules_in_record = [i.ref.name for i in ctx.items if i.ref.type == "rule"]
     for name in rules_in_record:
-        assert f"## {name}" in messages[1]["content"]
-    assert messages[1]["content"].index("## tone") < messages[1]["content"].index("## commits")
+        assert re.search(rf"^### \d{{3}} {name} — ", messages[1]["content"], flags=re.M)
+    assert messages[1]["content"].index(" tone — ") < messages[1]["content"].index(" commits — ")
     assert messages[-1] == {"role": "user", "content": "How should I answer?"}
 
 
