@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +35,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from contextcore.embedding import Embedder
+from contextcore.sessions import RequestContext
 from server.broker import AppParts as BrokerParts
 from server.settings import TelemetryConfig
 
@@ -181,14 +182,12 @@ class Observer:
         self, tool: str, meta: Any = None
     ) -> Iterator[Callable[[types.CallToolResult], None]]:
         """Time one tool call and trace it under the caller's ``_meta.traceparent``; the
-        yielded function records the result (outcome, search mode, selections)."""
+        yielded function records the result's outcome."""
         started = time.perf_counter()
         outcome = ["error"]
 
         def done(result: types.CallToolResult) -> None:
             outcome[0] = "error" if result.is_error else "ok"
-            if tool == "build_request_context" and not result.is_error:
-                self._count_selection(result.structured_content or {})
 
         carrier = _carrier(meta)
         token = None
@@ -205,11 +204,21 @@ class Observer:
             self.calls.labels(tool, outcome[0]).inc()
             self.latency.labels(tool).observe(time.perf_counter() - started)
 
-    def _count_selection(self, structured: Mapping[str, Any]) -> None:
-        self.searches.labels(str(structured.get("search_mode") or "none")).inc()
-        for row in structured.get("items", []):
-            if isinstance(row, dict):
-                self.selections.labels(str(row.get("include_mode")), str(row.get("type"))).inc()
+    def context_built(self, context: RequestContext) -> None:
+        """Count a request context (its search mode, its items by include mode and type) and
+        mark the current span (the tool call that built it) with its id and size."""
+        self.searches.labels(context.search_mode or "none").inc()
+        for row in context.items:
+            self.selections.labels(row.include_mode, row.ref.type).inc()
+        span = trace.get_current_span()
+        if span.is_recording():
+            span.set_attributes(
+                {
+                    "context_broker.request_id": context.request_id,
+                    "context_broker.search_mode": context.search_mode or "none",
+                    "context_broker.items": len(context.items),
+                }
+            )
 
     @contextmanager
     def downstream_call(

@@ -15,6 +15,7 @@ from contextcore.context_text import NoTools, ToolDirectory
 from contextcore.history import SummarizerChain
 from contextcore.services.broker import ContextBroker
 from contextcore.services.history import HistoryService
+from contextcore.sessions import RequestContext
 
 __all__ = ["INTENTS_HELP", "Args", "Intents", "Out", "ToolContext", "ToolSpec", "UserMessage"]
 
@@ -57,6 +58,10 @@ class Out(BaseModel):
     model_config = ConfigDict(frozen=True, from_attributes=True)
 
 
+def _unheard(context: RequestContext) -> None:
+    """Nobody listens for the request contexts built (a tool run outside a server)."""
+
+
 A = TypeVar("A", bound=Args)
 R = TypeVar("R", bound=Out)
 
@@ -65,14 +70,17 @@ R = TypeVar("R", bound=Out)
 class ToolContext:
     """What every tool's ``run`` receives: the shared services and, per call, the summarizer
     chain the server built for this request (LLM API, MCP sampling when the calling client
-    offers it, extractive), the assembly models the config names (``[models.<name>]``), and
-    how the host can call downstream tools."""
+    offers it, extractive), the assembly models the config names (``[models.<name>]``), how
+    the host can call downstream tools, and ``built``: every tool that builds a request
+    context hands it, typed, to ``built`` (the server lists its tools to the host, counts
+    and traces it) so nobody reads it back out of the tool's result."""
 
     broker: ContextBroker
     history: HistoryService
     summarizer: SummarizerChain | None = None
     models: Mapping[str, AssemblyModelSpec] = field(default_factory=dict)
     tools: ToolDirectory = field(default_factory=NoTools)
+    built: Callable[[RequestContext], None] = _unheard
 
 
 @dataclass(frozen=True)

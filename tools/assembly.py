@@ -78,6 +78,7 @@ def _assemble(ctx: ToolContext, args: AssembleArgs) -> AssembleOut:
     service = ctx.history
     pipeline = model_pipeline(model, service.registry, service.config.preset)
     context = ctx.broker.build_request_context(args.session_id, args.message)
+    ctx.built(context)
     if service.config.auto_summarize:
         service.summarize(args.session_id, summarizer=ctx.summarizer)
     result = assemble(
@@ -88,6 +89,7 @@ def _assemble(ctx: ToolContext, args: AssembleArgs) -> AssembleOut:
         pipeline=pipeline,
         policy=service.policy,
         max_tokens=service.config.max_tokens,
+        directory=ctx.tools,
     )
     return AssembleOut(
         request_id=context.request_id,

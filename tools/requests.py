@@ -158,6 +158,7 @@ def _build(ctx: ToolContext, args: BuildArgs) -> RequestContextOut:
         intents=args.intents,
         conversation=args.conversation,
     )
+    ctx.built(context)
     messages = _messages(ctx.broker, context) if args.include_messages else None
     fields = _fields(ctx, context, args.detail, args.max_context_tokens)
     return RequestContextOut(**fields, messages=messages)

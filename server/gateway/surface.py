@@ -25,6 +25,7 @@ from contextcore.errors import ContextCoreError
 from contextcore.items import ItemRef, Tool
 from contextcore.services.broker import ContextBroker
 from contextcore.services.history import HistoryService
+from contextcore.sessions import RequestContext
 from contextcore.usage import UsageRecorder
 from tools.gateway import (
     CALL_TOOL_DESCRIPTION,
@@ -190,7 +191,7 @@ class GatewaySurface:
         ]
         return [*self._fixed, *(t.as_mcp_tool() for t in listed)]
 
-    async def context_built(self, session: ServerSession | None, tools: list[ItemRef]) -> None:
+    async def context_built(self, session: ServerSession | None, context: RequestContext) -> None:
         """List the tools of a connection's latest request context to that host (handshake
         era, one host per connection) and tell it with ``tools/list_changed``."""
         if session is None or session.protocol_version in MODERN_PROTOCOL_VERSIONS:
@@ -198,7 +199,7 @@ class GatewaySurface:
         names = tuple(
             sorted(
                 name
-                for ref in tools
+                for ref in (row.ref for row in context.items if row.ref.type == "tool")
                 if not self.directory.listed(ref)
                 and (name := self.directory.exposed_name(ref)) is not None
             )

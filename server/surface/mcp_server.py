@@ -11,14 +11,15 @@ from typing import Any, TypeVar
 from mcp import MCPError, types
 from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp.server.apps import EXTENSION_ID
+from mcp.server.session import ServerSession
 from mcp.server.subscriptions import ListenHandler
 
 from contextcore.assembly_model import AssemblyModelSpec
 from contextcore.config import HistoryConfig
 from contextcore.context_text import NoTools
-from contextcore.items import ItemRef
 from contextcore.services.broker import ContextBroker
 from contextcore.services.history import HistoryService
+from contextcore.sessions import RequestContext
 from tools.surface import BROKER_TOOLS, CONTEXT_TOOLS, ToolSpec
 
 from ..gateway.surface import GatewaySurface
@@ -28,7 +29,7 @@ from ..ui.app import tool_meta
 from ..ui.view import APP_TOOL
 from .prompts import CONTEXT_PROMPT, ContextPrompt
 from .resources import ResourceReader, resource_templates
-from .tool_calls import ToolRunner
+from .tool_calls import ContextListener, ToolRunner
 
 __all__ = ["SERVER_NAME", "build_server", "list_tools"]
 
@@ -78,6 +79,8 @@ def build_server(
     records proxied calls in its own history service: pass the same one as ``history``)."""
     history = history or HistoryService(broker, HistoryConfig())
     directory = surface.directory if surface is not None else NoTools()
+    observer = observer or Observer()
+    on_context = _context_listener(observer, surface)
     runner = ToolRunner(
         broker,
         TOOLS,
@@ -86,8 +89,9 @@ def build_server(
         models=models,
         directory=directory,
         observer=observer,
+        on_context=on_context,
     )
-    prompt = ContextPrompt(broker, directory)
+    prompt = ContextPrompt(broker, directory, on_context)
     server: Server[Any] = Server(
         SERVER_NAME,
         version=version,
@@ -130,10 +134,7 @@ def _tool_handlers(runner: ToolRunner, surface: GatewaySurface | None) -> dict[s
         if spec is not None:
             if surface is not None:  # early calls wait for the first gathering (bounded)
                 await surface.startup()
-            result = await runner.call(spec, params.arguments or {}, ctx)
-            if surface is not None and spec.name == "build_request_context":
-                await surface.context_built(ctx.session, _tool_refs(result))
-            return result
+            return await runner.call(spec, params.arguments or {}, ctx)
         if surface is not None and not surface.handles(params.name):
             # A host may call a directly listed tool by a name it remembers, before any
             # tools/list: the first gathering may still bring it (bounded by the budget).
@@ -190,15 +191,16 @@ async def _downstream_call(awaitable: Awaitable[T]) -> T:
         raise MCPError(types.INVALID_PARAMS, str(exc)) from None
 
 
-def _tool_refs(result: types.CallToolResult) -> list[ItemRef]:
-    """The tools of a ``build_request_context`` result (none for an error)."""
-    if result.is_error or not isinstance(result.structured_content, dict):
-        return []
-    return [
-        ItemRef("tool", row["name"], row["server"])
-        for row in result.structured_content.get("items", [])
-        if row.get("type") == "tool" and row.get("server")
-    ]
+def _context_listener(observer: Observer, surface: GatewaySurface | None) -> ContextListener:
+    """Where each request context built for a host goes: the metrics and the current trace
+    span, then, with downstream servers, the host's own tool list (its selected tools)."""
+
+    async def context_built(session: ServerSession | None, context: RequestContext) -> None:
+        observer.context_built(context)
+        if surface is not None:
+            await surface.context_built(session, context)
+
+    return context_built
 
 
 def _prompt_handlers(prompt: ContextPrompt, surface: GatewaySurface | None) -> dict[str, Any]:
@@ -215,7 +217,7 @@ def _prompt_handlers(prompt: ContextPrompt, surface: GatewaySurface | None) -> d
         ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
     ) -> types.GetPromptResult:
         if params.name == CONTEXT_PROMPT.name:
-            return await prompt.get(params.arguments)
+            return await prompt.get(params.arguments, ctx.session)
         if surface is None:
             raise MCPError(
                 types.INVALID_PARAMS,

@@ -4,7 +4,8 @@ inserts its messages into the conversation).
 
 MCP prompt messages are ``user`` or ``assistant`` only, so the system messages of the LLM
 input (references, rules, selected tools) arrive as user messages that open with ``System:``;
-the original roles are in the result's ``_meta`` under ``context-broker/roles``.
+the original roles are in the result's ``_meta`` under ``context-broker/roles``. Items are
+worded as in ``build_request_context``'s text (:mod:`contextcore.context_text`).
 """
 
 from __future__ import annotations
@@ -14,13 +15,16 @@ from typing import Any
 
 import anyio.to_thread
 from mcp import MCPError, types
+from mcp.server.session import ServerSession
 
-from contextcore.context_text import ToolDirectory, item_block
+from contextcore.context_text import ToolDirectory, describe, listed_entry, section, tools_intro
 from contextcore.errors import ContextCoreError
 from contextcore.presets import PRESET_NAMES
 from contextcore.render import sort_items
 from contextcore.services.broker import ContextBroker
 from contextcore.sessions import RequestContext
+
+from .tool_calls import ContextListener
 
 __all__ = ["CONTEXT_PROMPT", "ContextPrompt"]
 
@@ -66,12 +70,22 @@ def _text(row: Mapping[str, str]) -> str:
 class ContextPrompt:
     """Builds the ``context`` prompt's result from a fresh request context."""
 
-    def __init__(self, broker: ContextBroker, directory: ToolDirectory) -> None:
+    def __init__(
+        self,
+        broker: ContextBroker,
+        directory: ToolDirectory,
+        on_context: ContextListener | None = None,
+    ) -> None:
         self._broker = broker
         self._directory = directory
+        self._on_context = on_context
 
-    async def get(self, arguments: Mapping[str, str] | None) -> types.GetPromptResult:
-        """The LLM input for ``arguments["message"]``; bad arguments are protocol errors."""
+    async def get(
+        self, arguments: Mapping[str, str] | None, session: ServerSession | None = None
+    ) -> types.GetPromptResult:
+        """The LLM input for ``arguments["message"]``; bad arguments are protocol errors.
+        The request context built goes to ``on_context`` with the asking host's
+        ``session``."""
         args = dict(arguments or {})
         message = args.get("message")
         if not isinstance(message, str) or not message.strip():
@@ -95,6 +109,8 @@ class ContextPrompt:
             context = await anyio.to_thread.run_sync(build)
         except ContextCoreError as exc:
             raise MCPError(types.INVALID_PARAMS, f"prompt 'context': {exc.message}") from None
+        if self._on_context is not None:
+            await self._on_context(session, context)
         return self._result(context)
 
     def _result(self, context: RequestContext) -> types.GetPromptResult:
@@ -102,13 +118,7 @@ class ContextPrompt:
         rows.insert(len(rows) - 1, {"role": "system", "content": self._tools_text(context)})
         messages = [
             types.PromptMessage(
-                role="user",
-                content=types.TextContent(
-                    type="text",
-                    text=f"System:\n{row['content']}"
-                    if row["role"] == "system"
-                    else row["content"],
-                ),
+                role="user", content=types.TextContent(type="text", text=_text(row))
             )
             for row in rows
         ]
@@ -125,17 +135,19 @@ class ContextPrompt:
         )
 
     def _tools_text(self, context: RequestContext) -> str:
-        blocks = []
-        for row in sort_items(context.items, self._broker.lookup):
-            if row.ref.type != "tool" or self._directory.listed(row.ref):
+        """The selected tools as ``build_request_context``'s text has them: the ones the
+        host already lists named, the others described in full."""
+        listed: list[str] = []
+        blocks: list[str] = []
+        lookup, directory, intents = self._broker.lookup, self._directory, context.intents
+        for row in sort_items(context.items, lookup):
+            if row.ref.type != "tool":
                 continue
-            item = self._broker.lookup(row.ref)
-            blocks.append(item_block(row.ref, item, self._directory, row.include_mode))
+            if directory.listed(row.ref):
+                listed.append(listed_entry(row, directory, intents))
+            else:
+                blocks.append(describe(row, lookup, directory, intents))
         hint = PLAN_HINT.format(request_id=f"`{context.request_id}`")
-        if not blocks:
-            return f"# Tools\nNo tools were selected for this message. {hint}"
-        head = (
-            "# Tools\nCall these through `call_tool` with `server`, `tool` and `arguments` "
-            f"matching the input schema, or by the name shown when your tool list has it. {hint}"
-        )
-        return "\n\n".join([head, *blocks])
+        if not blocks and not listed:
+            return section("tool", [], [f"No tools were selected for this message. {hint}"])
+        return section("tool", blocks, [*tools_intro(listed), hint])

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio.to_thread
 from mcp import types
 from mcp.server import ServerRequestContext
+from mcp.server.session import ServerSession
 from pydantic import ValidationError
 
 from contextcore.assembly_model import AssemblyModelSpec
@@ -19,15 +20,26 @@ from contextcore.context_text import NoTools, ToolDirectory
 from contextcore.errors import ContextCoreError
 from contextcore.services.broker import ContextBroker
 from contextcore.services.history import HistoryService
+from contextcore.sessions import RequestContext
 from tools._spec import ToolContext
 from tools.surface import ToolSpec
 
 from ..observability import Observer
 from ..summarizers import SummarizerFactory, sampler_for
 
-__all__ = ["ToolRunner", "capped_downstream", "capped_result", "describe_validation_error"]
+__all__ = [
+    "ContextListener",
+    "ToolRunner",
+    "capped_downstream",
+    "capped_result",
+    "describe_validation_error",
+]
 
 log = logging.getLogger(__name__)
+
+ContextListener = Callable[[ServerSession | None, RequestContext], Awaitable[None]]
+"""Hears each request context built for a host (typed, as the domain built it), with the
+session of the host that asked (None outside a request)."""
 
 _MAX_ERROR_CHARS = 2000
 _MAX_VALUE_CHARS = 80
@@ -69,7 +81,8 @@ def error_result(text: str) -> types.CallToolResult:
 class ToolRunner:
     """Calls tool adapters with one :class:`ToolContext` per call; pass the request context to
     :meth:`call` so summaries can use MCP sampling when the client offers it (without
-    ``summarizers`` they are extractive only)."""
+    ``summarizers`` they are extractive only). Every request context a tool builds goes to
+    ``on_context`` before the call returns."""
 
     def __init__(
         self,
@@ -82,6 +95,7 @@ class ToolRunner:
         directory: ToolDirectory | None = None,
         limits: LimitsConfig | None = None,
         observer: Observer | None = None,
+        on_context: ContextListener | None = None,
     ) -> None:
         self.broker = broker
         self.observer = observer or Observer()
@@ -92,12 +106,15 @@ class ToolRunner:
         self.specs = {s.name: s for s in specs}
         self.history = history
         self.summarizers = summarizers
+        self.on_context = on_context
 
-    def _context(self, ctx: ServerRequestContext[Any] | None) -> ToolContext:
+    def _context(
+        self, ctx: ServerRequestContext[Any] | None, built: Callable[[RequestContext], None]
+    ) -> ToolContext:
         chain = None
         if self.summarizers is not None:
             chain = self.summarizers.chain(sampler_for(ctx))
-        return ToolContext(self.broker, self.history, chain, self.models, self.directory)
+        return ToolContext(self.broker, self.history, chain, self.models, self.directory, built)
 
     async def call(
         self,
@@ -106,9 +123,15 @@ class ToolRunner:
         ctx: ServerRequestContext[Any] | None = None,
     ) -> types.CallToolResult:
         """The tool's result, or an ``isError`` result naming the field and the problem;
-        counted, timed and traced (under the caller's ``_meta.traceparent``)."""
+        counted, timed and traced (under the caller's ``_meta.traceparent``). The request
+        contexts the tool built (recorded even when a later step failed) go to
+        ``on_context`` within the call's span."""
+        built: list[RequestContext] = []
         with self.observer.tool_call(spec.name, ctx.meta if ctx is not None else None) as done:
-            result = await self._call(spec, arguments, ctx)
+            result = await self._call(spec, arguments, ctx, built.append)
+            if self.on_context is not None:
+                for context in built:
+                    await self.on_context(ctx.session if ctx is not None else None, context)
             done(result)
             return result
 
@@ -117,13 +140,14 @@ class ToolRunner:
         spec: ToolSpec,  # type: ignore[type-arg]
         arguments: dict[str, Any],
         ctx: ServerRequestContext[Any] | None,
+        built: Callable[[RequestContext], None],
     ) -> types.CallToolResult:
         try:
             args = spec.args.model_validate(arguments)
         except ValidationError as exc:
             return error_result(f"{spec.name}: invalid arguments: {describe_validation_error(exc)}")
         try:
-            out = await anyio.to_thread.run_sync(spec.run, self._context(ctx), args)
+            out = await anyio.to_thread.run_sync(spec.run, self._context(ctx, built), args)
         except ContextCoreError as exc:
             log.info("tool %s refused the call: %s", spec.name, exc.message[:200])
             return error_result(f"{spec.name}: {_describe_core(exc)}")
