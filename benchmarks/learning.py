@@ -36,7 +36,6 @@ from pathlib import Path
 
 import numpy as np
 from _common import ROOT, SHARED, median
-from contextcore.memory_store import MemorySessionStore
 from search_latency import RandomEmbedder, synthetic_tools
 
 from contextcore.catalog import Catalog
@@ -44,12 +43,13 @@ from contextcore.embedding import Embedder, Vectors
 from contextcore.items import ItemRef
 from contextcore.learning import LearningSettings, UsageLearner
 from contextcore.loaders import load_catalog_json
+from contextcore.memory_store import MemorySessionStore
 from contextcore.metrics import ndcg_at
 from contextcore.search import SearchEngine
 from contextcore.services.broker import ContextBroker
 from contextcore.services.evaluation import EvalQuery, load_queries
 from contextcore.store import SessionStore
-from contextcore.usage import UsageRecorder, read_usage_log
+from contextcore.usage import read_usage_log
 from server.embedding import build_embedder
 from server.settings import AppConfig
 
@@ -310,11 +310,12 @@ def record_cost(events: int = 300) -> None:
             sid = broker.create_session().session_id
             turn = broker.build_request_context(sid, "alpha beta request")
             keys = [f"tool:s{i % 50}/tool_{i}" for i in range(3)]
-            recorder = UsageRecorder(broker)
             timings = []
             for i in range(events):
                 start = time.perf_counter()
-                recorder.record_usage(sid, turn.request_id, [keys[i % 3]])
+                # As the record_usage tool does: the turn, then the event.
+                found = broker.request(sid, turn.request_id)
+                broker.usage.record_usage(found, [keys[i % 3]])
                 timings.append(time.perf_counter() - start)
             event = store.usage_events(sid)[-1]
             appends = []

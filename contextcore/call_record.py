@@ -6,11 +6,26 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .history.messages import Shape, tool_call_messages
 
-__all__ = ["call_messages", "result_text"]
+__all__ = ["ProxiedCall", "call_messages", "result_text"]
+
+
+@dataclass(frozen=True)
+class ProxiedCall:
+    """A downstream call forwarded for a session, as it is recorded (its fields, in this
+    order, are the stored call record): ``result`` is the text :func:`result_text` made of
+    the downstream's result, ``at`` the time of the call (Unix seconds)."""
+
+    server: str
+    tool: str
+    arguments: Mapping[str, Any]
+    result: str
+    is_error: bool
+    at: float
 
 
 def result_text(

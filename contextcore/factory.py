@@ -172,7 +172,5 @@ def build_broker(
         max_message_chars=max_message_chars,
     )
     if search.learner is not None:
-        from .usage import UsageRecorder
-
-        UsageRecorder(broker).rebuild()  # what earlier runs learned, from the stored events
+        broker.usage.rebuild()  # what earlier runs learned, from the stored events
     return BrokerParts(config, catalog, embedder, search, broker)

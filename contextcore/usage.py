@@ -11,6 +11,9 @@ An event is one JSON record in the session store (``append_usage_event``)::
 that turn, selected or not); ``report``: ``record_usage`` from a host; ``log``: an imported usage
 log. The learned state is rebuilt from these events at startup, so it survives restarts with a
 persistent store and forgetting removes both.
+
+Each broker has one :class:`UsageRecorder` (``ContextBroker.usage``), so what it remembers (the
+calls already recorded for a turn) is what ``forget`` clears.
 """
 
 from __future__ import annotations
@@ -25,10 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from .catalog import Catalog
 from .errors import CatalogError, SessionError
 from .items import ItemRef
 from .learning import UsageLearner, decode_vector, encode_vector
-from .services.broker import ContextBroker
+from .search import SearchEngine
 from .sessions import RequestContext
 
 __all__ = ["ForgetResult", "UsageLog", "UsageRecorder", "read_usage_log"]
@@ -81,21 +85,22 @@ def read_usage_log(path: Path) -> list[tuple[str, list[ItemRef]]]:
 
 
 class UsageRecorder:
-    """Records usage events through the broker's store and teaches the search's learner."""
+    """Records usage events in the session store and teaches the search's learner; built by
+    the broker, one per broker."""
 
-    def __init__(self, broker: ContextBroker, *, clock: Any = time.time) -> None:
-        self.broker = broker
+    def __init__(
+        self, store: UsageLog, search: SearchEngine, catalog: Catalog, *, clock: Any = time.time
+    ) -> None:
+        self._store = store
+        self._search = search
+        self._catalog = catalog
         self._clock = clock
         self._lock = threading.Lock()
         self._seen: OrderedDict[tuple[str, str, str], None] = OrderedDict()
 
     @property
     def learner(self) -> UsageLearner | None:
-        return self.broker.search.learner
-
-    @property
-    def _store(self) -> UsageLog:
-        return self.broker.store
+        return self._search.learner
 
     def rebuild(self) -> int:
         """Learn again from every stored event (at startup); returns the events learned."""
@@ -110,29 +115,35 @@ class UsageRecorder:
                 learned += self._learn(learner, event, model)
         return learned
 
-    def tool_called(self, session_id: str, ref: ItemRef) -> bool:
-        """Record that a proxied tool was used for the session's latest turn (once per turn
-        and tool); False when the session has no turn yet."""
-        turn = self.broker.last_turn(session_id)
+    def call_event(
+        self, session_id: str, turn: RequestContext | None, ref: ItemRef
+    ) -> dict[str, Any] | None:
+        """The usage event of a proxied call of ``ref`` for the session's latest ``turn``,
+        ready to store (then :meth:`learned`); None when there is no turn yet or the call was
+        already recorded for this turn and tool (each is recorded once)."""
         if turn is None:
-            return False
+            return None
         with self._lock:
             mark = (session_id, turn.request_id, ref.key)
             if mark in self._seen:
-                return False
+                return None
             self._seen[mark] = None
             while len(self._seen) > _SEEN:
                 self._seen.popitem(last=False)
-        self._record("call", session_id, turn, [ref], [])
-        return True
+        return self._with_vector(self._turn_event("call", turn, [ref], []), turn, [ref])
+
+    def learned(self, session_id: str, event: Mapping[str, Any], seq: int) -> None:
+        """Teach the learner an event just stored as ``seq`` of ``session_id``."""
+        learner = self.learner
+        if learner is not None:
+            with self._lock:
+                self._learn(learner, {**event, "session_id": session_id, "seq": seq}, self._model())
 
     def record_usage(
-        self, session_id: str, request_id: str, used: Sequence[str], unused: Sequence[str] = ()
+        self, turn: RequestContext, used: Sequence[str], unused: Sequence[str] = ()
     ) -> dict[str, Any]:
-        """Record what a host reports for one turn; unknown keys or ids are errors naming
-        them. Returns the stored event (without its vector)."""
-        sid = self.broker.require_session(session_id)
-        turn = self.broker.request(sid, request_id)
+        """Record what a host reports for one recorded ``turn``; unknown keys are errors
+        naming them. Returns the stored event (without its vector)."""
         used_refs, unused_refs = self._known(used, "used"), self._known(unused, "unused")
         both = sorted({r.key for r in used_refs} & {r.key for r in unused_refs})
         if both:
@@ -140,7 +151,9 @@ class UsageRecorder:
                 f"keys both used and unused: {', '.join(map(repr, both))}; list each once",
                 field="unused",
             )
-        event = self._record("report", sid, turn, used_refs, unused_refs)
+        event = self._turn_event("report", turn, used_refs, unused_refs)
+        event = self._with_vector(event, turn, used_refs)
+        self.learned(turn.session_id, event, self._store.append_usage_event(turn.session_id, event))
         return {k: v for k, v in event.items() if k != "vector"}
 
     def import_log(self, rows: Iterable[tuple[str, list[ItemRef]]], session_id: str) -> int:
@@ -148,17 +161,13 @@ class UsageRecorder:
         returns the lines imported. Keys missing from the catalog are learned as well (the
         item may come back)."""
         rows = list(rows)
-        vectors = self.broker.search.embed_queries([q for q, _ in rows]) if rows else None
+        vectors = self._search.embed_queries([q for q, _ in rows]) if rows else None
         model = self._model()
-        learner = self.learner
         for i, (query, refs) in enumerate(rows):
             event = self._event("log", None, query, [], refs, [])
             if vectors is not None and model is not None:
                 event |= {"model": model, "vector": encode_vector(vectors[i])}
-            seq = self._store.append_usage_event(session_id, event)
-            if learner is not None:
-                with self._lock:
-                    self._learn(learner, {**event, "session_id": session_id, "seq": seq}, model)
+            self.learned(session_id, event, self._store.append_usage_event(session_id, event))
         return len(rows)
 
     def forget(self, session_id: str | None = None) -> ForgetResult:
@@ -181,7 +190,7 @@ class UsageRecorder:
             except CatalogError:
                 bad.append(key)
                 continue
-            if self.broker.catalog.get(ref) is None:
+            if self._catalog.get(ref) is None:
                 bad.append(key)
             else:
                 refs.append(ref)
@@ -194,31 +203,29 @@ class UsageRecorder:
             )
         return refs
 
-    def _record(
-        self,
-        kind: EventKind,
-        session_id: str,
-        turn: RequestContext,
-        used: list[ItemRef],
-        unused: list[ItemRef],
+    def _turn_event(
+        self, kind: EventKind, turn: RequestContext, used: list[ItemRef], unused: list[ItemRef]
     ) -> dict[str, Any]:
         selected = [i.ref for i in turn.items]
-        event = self._event(kind, turn.request_id, turn.message, selected, used, unused)
+        return self._event(kind, turn.request_id, turn.message, selected, used, unused)
+
+    def _with_vector(
+        self, event: dict[str, Any], turn: RequestContext, used: list[ItemRef]
+    ) -> dict[str, Any]:
+        """``event`` with the embedding of the turn's message, when something was used and
+        there is a learner to teach (the learner's cached vector first)."""
         learner = self.learner
         model = self._model()
-        if learner is not None and model is not None and used:
-            query = turn.message[: self.broker.search.settings.max_query_chars]
-            vector = learner.vector_for(query)
-            if vector is None:
-                found = self.broker.search.embed_queries([query])
-                vector = found[0] if found is not None else None
-            if vector is not None:
-                event |= {"model": model, "vector": encode_vector(vector)}
-        seq = self._store.append_usage_event(session_id, event)
-        if learner is not None:
-            with self._lock:
-                self._learn(learner, {**event, "session_id": session_id, "seq": seq}, model)
-        return event
+        if learner is None or model is None or not used:
+            return event
+        query = turn.message[: self._search.settings.max_query_chars]
+        vector = learner.vector_for(query)
+        if vector is None:
+            found = self._search.embed_queries([query])
+            vector = found[0] if found is not None else None
+        if vector is None:
+            return event
+        return event | {"model": model, "vector": encode_vector(vector)}
 
     def _event(
         self,
@@ -240,7 +247,7 @@ class UsageRecorder:
         }
 
     def _model(self) -> str | None:
-        embedder = self.broker.search.embedder
+        embedder = self._search.embedder
         return embedder.model_name if embedder is not None else None
 
     @staticmethod

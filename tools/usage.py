@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from contextcore.usage import UsageRecorder
-
 from ._spec import Args, Out, ToolContext, ToolSpec
 
 __all__ = ["FORGET_USAGE", "RECORD_USAGE", "USAGE_TOOLS"]
@@ -47,9 +45,8 @@ class ForgetOut(Out):
 
 def _record(ctx: ToolContext, args: RecordUsageArgs) -> RecordUsageOut:
     broker = ctx.broker
-    event = UsageRecorder(broker).record_usage(
-        args.session_id, args.request_id, args.used, args.unused
-    )
+    turn = broker.request(args.session_id, args.request_id)
+    event = broker.usage.record_usage(turn, args.used, args.unused)
     selected = set(event["selected"])
     return RecordUsageOut(
         session_id=args.session_id,
@@ -73,7 +70,7 @@ def _forget(ctx: ToolContext, args: ForgetArgs) -> ForgetOut:
     broker = ctx.broker
     if args.session_id is not None:
         broker.require_session(args.session_id)
-    result = UsageRecorder(broker).forget(args.session_id)
+    result = broker.usage.forget(args.session_id)
     return ForgetOut(
         session_id=args.session_id, events_deleted=result.events, items_changed=result.items
     )

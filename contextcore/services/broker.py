@@ -27,6 +27,7 @@ from ..sessions import (
     new_session_id,
 )
 from ..store import SessionHeader, SessionStore, load_session
+from ..usage import UsageRecorder
 
 __all__ = ["ContextBroker"]
 
@@ -44,7 +45,8 @@ class ContextBroker:
 
     Every change is one record operation on the store (add an item, append a turn), durable
     when the store returns; nothing reads or rewrites a whole session, so the cost of a call
-    does not grow with the session's age and several brokers may share one store.
+    does not grow with the session's age and several brokers may share one store. Its
+    :attr:`usage` records which items the turns used and teaches the search's learner.
     """
 
     def __init__(
@@ -59,6 +61,8 @@ class ContextBroker:
         self.catalog = catalog
         self.search = search
         self.store: SessionStore = store or MemorySessionStore()
+        # The one recorder of this broker's usage: what it remembers is what forget clears.
+        self.usage = UsageRecorder(self.store, search, catalog)
         self._clock = clock
         self._max_message_chars = max_message_chars
         self._always: tuple[int, list[ItemRef]] = (-1, [])

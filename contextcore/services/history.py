@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from ..call_record import ProxiedCall, call_messages
 from ..config import HistoryConfig, LimitsConfig
 from ..errors import HistoryError
 from ..history import (
@@ -53,7 +54,9 @@ from ..history.messages import check_ids
 from ..history.summaries.extractive import extractive_chain
 from ..history.summaries.policy import clip_to_tokens
 from ..history.tokens import message_cost
-from ..store import DamagedRecord, DuplicateRecord, MessageRecord
+from ..items import ItemRef
+from ..sessions import check_session_id
+from ..store import DamagedRecord, DuplicateRecord, JsonChange, MessageRecord, RecordedCall
 from .broker import ContextBroker
 
 __all__ = [
@@ -179,6 +182,61 @@ class HistoryService:
         if shape != known:
             store.update_history_state(sid, lambda cur: {**(cur or {}), "shape": shape})
         return AppendResult(tuple(m.id for m in parsed), (seqs[-1] + 1) if seqs else start)
+
+    def record_call(
+        self, session_id: str, call: ProxiedCall, *, in_history: bool = True
+    ) -> RecordedCall | None:
+        """Record a call forwarded for the session in one store write: the call record and
+        the call with its result as two history messages in the session's shape (when
+        ``in_history``), and, for a call that succeeded after a turn, the use of its tool
+        for that turn (:attr:`ContextBroker.usage`, once per turn and tool). Reads only the
+        latest turn and the small history state before it; None when nothing was due.
+        ``UnknownSession`` if the session is not stored (then nothing is)."""
+        sid = check_session_id(session_id)
+        store, usage = self.broker.store, self.broker.usage
+        event = None
+        if not call.is_error:
+            ref = ItemRef("tool", call.tool, call.server)
+            event = usage.call_event(sid, store.last_turn(sid), ref)
+        if not in_history and event is None:
+            return None
+        messages: list[MessageRecord] = []
+        shape: JsonChange | None = None
+        if in_history:
+            messages, shape = self._call_records(sid, call)
+        record = asdict(call) if in_history else None
+        written = store.record_call(sid, record, messages, event, shape)
+        if event is not None and written.usage is not None:
+            usage.learned(sid, event, written.usage)
+        return written
+
+    def _call_records(
+        self, session_id: str, call: ProxiedCall
+    ) -> tuple[list[MessageRecord], JsonChange | None]:
+        """A call and its result as history records in the session's shape, and the change
+        that sets the shape when the session had none; no records (logged) when they are
+        over ``[limits]``, so the call record and its use are still kept."""
+        known = (self.broker.store.history_state(session_id) or {}).get("shape")
+        raws = call_messages(
+            known or "openai", call.tool, call.arguments, call.result, call.is_error
+        )
+        parsed = parse_messages(raws)
+        try:
+            check_append(parsed, 0, self.limits)
+        except HistoryError as exc:
+            log.warning("call of %s kept out of session history: %s", call.tool, exc.message)
+            return [], None
+        records = [MessageRecord(m.id, m.raw, m.call_ids, tokens=message_cost(m)) for m in parsed]
+        shape = check_shape(parsed, 0, known)
+        if shape == known:
+            return records, None
+
+        def set_shape(current: dict[str, Any] | None) -> dict[str, Any]:
+            state = current or {}
+            # Another writer may have set it meanwhile: the first shape stays.
+            return state if state.get("shape") else {**state, "shape": shape}
+
+        return records, set_shape
 
     def get_history(
         self,

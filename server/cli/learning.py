@@ -11,7 +11,7 @@ from typing import Any
 from contextcore.factory import build_learner
 from contextcore.learning import LearningSettings, UsageLearner
 from contextcore.search import SearchEngine
-from contextcore.usage import UsageRecorder, read_usage_log
+from contextcore.usage import read_usage_log
 from server.broker import AppParts as BrokerParts
 from server.broker import build_broker
 from server.settings import AppConfig, load_config
@@ -57,7 +57,7 @@ def cmd_learn(args: argparse.Namespace) -> int:
     if parts is None:
         return 2
     session = parts.broker.create_session(agent=f"usage log {args.log.name}")
-    count = UsageRecorder(parts.broker).import_log(rows, session.session_id)
+    count = parts.broker.usage.import_log(rows, session.session_id)
     print(
         f"learned {count} request(s) from {args.log} as session {session.session_id}; "
         f"context-broker forget --session {session.session_id} removes them"
@@ -72,7 +72,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
         return 2
     if args.session is not None:
         parts.broker.require_session(args.session)
-    result = UsageRecorder(parts.broker).forget(args.session)
+    result = parts.broker.usage.forget(args.session)
     scope = f"session {args.session}" if args.session else "all sessions"
     print(f"forgot {result.events} usage event(s) of {scope}")
     return 0

@@ -7,6 +7,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -18,15 +19,13 @@ from mcp.shared.subscriptions import ToolsListChanged
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from contextcore.call_record import call_messages, result_text
+from contextcore.call_record import ProxiedCall, result_text
 from contextcore.catalog import Catalog
 from contextcore.config import LimitsConfig
 from contextcore.errors import ContextCoreError
 from contextcore.items import ItemRef, Tool
 from contextcore.services.broker import ContextBroker
 from contextcore.services.history import HistoryService
-from contextcore.sessions import RequestContext
-from contextcore.usage import UsageRecorder
 from tools.gateway import (
     CALL_TOOL_DESCRIPTION,
     LIST_SERVERS_DESCRIPTION,
@@ -70,6 +69,16 @@ def _json(result: types.CallToolResult) -> dict[str, Any]:
     # For the stdio pass-through, which answers handshake-era hosts only: their results carry
     # no resultType (the SDK leaves it out for them too).
     return result.model_dump(by_alias=True, mode="json", exclude_none=True, exclude={"result_type"})
+
+
+@dataclass(frozen=True)
+class _Forward:
+    """A host's call that passed every check: what to call downstream, for which session."""
+
+    server: str
+    tool: str
+    arguments: dict[str, Any]
+    session_id: str | None
 
 
 def _connection_key(session: ServerSession | None) -> int:
@@ -156,7 +165,6 @@ class GatewaySurface:
         self.history = history
         self.notifier = notifier
         self.directory = GatewayDirectory(gateway, broker.catalog)
-        self.usage = UsageRecorder(broker)
         self._record = dict(record or {})
         self._record_max_chars = record_max_chars
         self._startup_budget = startup_budget
@@ -191,7 +199,7 @@ class GatewaySurface:
         ]
         return [*self._fixed, *(t.as_mcp_tool() for t in listed)]
 
-    async def context_built(self, session: ServerSession | None, context: RequestContext) -> None:
+    async def context_built(self, session: ServerSession | None, tools: list[ItemRef]) -> None:
         """List the tools of a connection's latest request context to that host (handshake
         era, one host per connection) and tell it with ``tools/list_changed``."""
         if session is None or session.protocol_version in MODERN_PROTOCOL_VERSIONS:
@@ -199,7 +207,7 @@ class GatewaySurface:
         names = tuple(
             sorted(
                 name
-                for ref in (row.ref for row in context.items if row.ref.type == "tool")
+                for ref in tools
                 if not self.directory.listed(ref)
                 and (name := self.directory.exposed_name(ref)) is not None
             )
@@ -229,43 +237,21 @@ class GatewaySurface:
     ) -> types.CallToolResult:
         """Run a gateway tool or forward an exposed tool; failures become tool errors. A
         ``session_id`` (an argument of ``call_tool``, or in ``_meta`` of an exposed tool's
-        call) records the call and its result in that session's history."""
+        call) records the call and its result in that session (see :meth:`_record_call`)."""
         if name == LIST_SERVERS:
             return self._list_servers()
         await self.startup()
-        if name == CALL_TOOL:
-            try:
-                args = CallToolArgs.model_validate(arguments)
-            except ValidationError as exc:
-                return error_result(
-                    f"call_tool: invalid arguments: {describe_validation_error(exc)}"
-                )
-            server, tool, arguments = args.server, args.tool, args.arguments
-            session_id = args.session_id
-        else:
-            target = self.gateway.resolve(name)
-            assert target is not None
-            server, tool = target
-            session_id = (meta or {}).get("session_id")
-        if session_id is not None:
-            try:
-                self.broker.session(session_id)
-            except ContextCoreError as exc:
-                return error_result(f"{name}: {exc.field}: {exc.message}")
-        config = self.gateway.server_config(server)
-        refusal = call_refusal(self.broker, session_id, server, tool, config)
-        if refusal is None and name == CALL_TOOL:
-            refusal = self._schema_problem(server, tool, arguments)
-        if refusal is not None:
-            return error_result(f"{name}: {refusal}")
+        checked = self._checked(name, arguments, (meta or {}).get("session_id"))
+        if isinstance(checked, str):
+            return error_result(checked)
         wants_progress = meta is not None and any(
             k in meta for k in ("progress_token", "progressToken")
         )
-        result = await self._forward(server, tool, arguments, session if wants_progress else None)
-        if session_id is not None and not result.is_error:  # used for the session's last turn
-            await self._learn_use(session_id, ItemRef("tool", tool, server))
-        if session_id is not None and self._record.get(server, True):
-            await self._record_call(session_id, server, tool, arguments, result)
+        result = await self._forward(
+            checked.server, checked.tool, checked.arguments, session if wants_progress else None
+        )
+        if checked.session_id is not None:
+            await self._record_call(checked, result)
         return result
 
     def forwards_plainly(self, name: str, arguments: dict[str, Any]) -> bool:
@@ -279,29 +265,48 @@ class GatewaySurface:
         """A plain forward (see :meth:`forwards_plainly`) without progress or recording, its
         result as JSON: the downstream's own object, or the tool error :meth:`call` gives."""
         await self.startup()
+        checked = self._checked(name, arguments, None)
+        if isinstance(checked, str):
+            return _json(error_result(checked))
+        try:
+            result = await self.gateway.call_tool_json(
+                checked.server, checked.tool, checked.arguments
+            )
+        except GatewayError as exc:
+            return _json(error_result(str(exc)))
+        where = f"{checked.server}/{checked.tool}"
+        return capped_downstream(where, result, self._max_result_bytes)
+
+    def _checked(
+        self, name: str, arguments: dict[str, Any], meta_session: object
+    ) -> _Forward | str:
+        """The downstream call a host's call of ``name`` makes, after every check before it
+        is forwarded (arguments, the session, the tool's ``enabled`` and ``call_policy``, its
+        input schema), or the tool error to answer instead. ``meta_session``: the
+        ``session_id`` in an exposed tool's ``_meta``."""
         if name == CALL_TOOL:
             try:
                 args = CallToolArgs.model_validate(arguments)
             except ValidationError as exc:
-                text = f"call_tool: invalid arguments: {describe_validation_error(exc)}"
-                return _json(error_result(text))
+                return f"call_tool: invalid arguments: {describe_validation_error(exc)}"
             server, tool, arguments = args.server, args.tool, args.arguments
+            session: object = args.session_id
         else:
             target = self.gateway.resolve(name)
             if target is None:  # the exposed list changed since the host read it
-                return _json(error_result(f"no downstream tool is exposed as {name!r}"))
-            server, tool = target
+                return f"no downstream tool is exposed as {name!r}"
+            (server, tool), session = target, meta_session
+        sid = None
+        if session is not None:
+            try:
+                sid = self.broker.require_session(session)  # the one read of its header
+            except ContextCoreError as exc:
+                return f"{name}: {exc.field}: {exc.message}"
         config = self.gateway.server_config(server)
-        refusal = call_refusal(self.broker, None, server, tool, config)
+        refusal = call_refusal(self.broker, sid, server, tool, config)
         if refusal is None and name == CALL_TOOL:
             refusal = self._schema_problem(server, tool, arguments)
-        if refusal is not None:
-            return _json(error_result(f"{name}: {refusal}"))
-        try:
-            result = await self.gateway.call_tool_json(server, tool, arguments)
-        except GatewayError as exc:
-            return _json(error_result(str(exc)))
-        return capped_downstream(f"{server}/{tool}", result, self._max_result_bytes)
+        return _Forward(server, tool, arguments, sid) if refusal is None else f"{name}: {refusal}"
 
     def _schema_problem(self, server: str, tool: str, arguments: dict[str, Any]) -> str | None:
         """What is wrong with ``arguments`` for the tool's input schema (None: nothing, or the
@@ -343,41 +348,25 @@ class GatewaySurface:
         capped = capped_downstream(f"{server}/{tool}", raw, self._max_result_bytes)
         return result if capped is raw else types.CallToolResult.model_validate(capped)
 
-    async def _record_call(
-        self,
-        session_id: str,
-        server: str,
-        tool: str,
-        arguments: dict[str, Any],
-        result: types.CallToolResult,
-    ) -> None:
-        """Record the call in the session (its own record, with server, tool, arguments and
-        the size-limited result) and append it with its result to the session's history; a
-        failure here is logged and never fails the call itself."""
-        history = self.history
+    async def _record_call(self, call: _Forward, result: types.CallToolResult) -> None:
+        """Record a forwarded call in its session, in one store write on a worker thread
+        (:meth:`HistoryService.record_call`): the call with its size-limited result, in the
+        history too unless the server's ``record_calls`` is off, and the use of the tool for
+        the session's latest turn. A failure here is logged and never fails the call."""
+        sid = call.session_id
+        assert sid is not None
         content = [b.model_dump(by_alias=True, mode="json") for b in result.content]
         text, _ = result_text(content, result.structured_content, self._record_max_chars)
-        is_error = bool(result.is_error)
-        call: dict[str, Any] = {"server": server, "tool": tool, "arguments": arguments}
-        call |= {"result": text, "is_error": is_error, "at": time.time()}
-
-        def append() -> None:
-            self.broker.store.append_call(session_id, call)
-            shape = history.shape(session_id) or "openai"
-            messages = call_messages(shape, tool, arguments, text, is_error)
-            history.append_messages(session_id, messages)
-
+        done = ProxiedCall(
+            call.server, call.tool, call.arguments, text, bool(result.is_error), time.time()
+        )
+        in_history = self._record.get(call.server, True)
         try:
-            await anyio.to_thread.run_sync(append)
+            await anyio.to_thread.run_sync(
+                lambda: self.history.record_call(sid, done, in_history=in_history)
+            )
         except Exception as exc:
-            log.warning("could not record call of %s in session history: %s", tool, exc)
-
-    async def _learn_use(self, session_id: str, ref: ItemRef) -> None:
-        """Record a proxied call as a use of its tool; never fails the call itself."""
-        try:
-            await anyio.to_thread.run_sync(self.usage.tool_called, session_id, ref)
-        except Exception as exc:
-            log.warning("could not record the use of %s: %s", ref.key, exc)
+            log.warning("could not record the call of %s in its session: %s", call.tool, exc)
 
     def _list_servers(self) -> types.CallToolResult:
         out = ListServersResult(servers=[s.row() for s in self.gateway.status()])

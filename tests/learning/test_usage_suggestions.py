@@ -13,7 +13,6 @@ from typing import Any
 import anyio
 from mcp import Client
 
-from contextcore.usage import UsageRecorder
 from server.broker import build_broker
 from server.settings import load_config
 from server.stores.sqlite import SqliteSessionStore
@@ -146,10 +145,9 @@ def test_the_stats_command_shows_usage_and_suggestions_from_the_store(tmp_path: 
     store = SqliteSessionStore(config.resolve(Path("sessions.db")))
     parts = build_broker(config, embedder=HashEmbedder(), store=store)
     sid = parts.broker.create_session().session_id
-    recorder = UsageRecorder(parts.broker)
     for message in SQL:
         turn = parts.broker.build_request_context(sid, message)
-        recorder.record_usage(sid, turn.request_id, ["rule:sql-safety"])
+        parts.broker.usage.record_usage(turn, ["rule:sql-safety"])
     store.close()
     out = subprocess.run(
         [BROKER, "stats", "--config", str(path), "--json"],
