@@ -17,20 +17,12 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.support.broker_procs import BROKER, running_broker, server_env, write_config
+from tests.support.handshake import INITIALIZE
+from tests.support.polling import eventually
 
 TIME = str(Path(sys.executable).parent / "mcp-server-time")
 TOKEN = "tok-access-9c1f2e"
 TOKEN_ENV = "BROKER_ACCESS_TOKEN"
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "test", "version": "1"},
-    },
-}
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 PUBLIC = '\n[server.http]\nhost = "0.0.0.0"\nallowed_hosts = ["broker.example"]\n'
 
@@ -84,9 +76,9 @@ async def test_a_public_bind_with_a_token_refuses_an_allowed_host_without_the_to
     ):
         base = _local(url)
         host = {**HEADERS, "host": "broker.example"}
-        refused = await http.post(f"{base}/mcp", json=INIT, headers=host)
+        refused = await http.post(f"{base}/mcp", json=INITIALIZE, headers=host)
         allowed = await http.post(
-            f"{base}/mcp", json=INIT, headers={**host, "authorization": f"Bearer {TOKEN}"}
+            f"{base}/mcp", json=INITIALIZE, headers={**host, "authorization": f"Bearer {TOKEN}"}
         )
     assert refused.status_code == 401, refused.text
     assert allowed.status_code == 200, allowed.text
@@ -96,14 +88,14 @@ async def _ready_body(http: httpx2.AsyncClient, url: str, auth: bool) -> dict[st
     """``/readyz`` once the downstream servers were gathered (bounded), with or without the
     token."""
     headers = {"authorization": f"Bearer {TOKEN}"} if auth else {}
-    with anyio.fail_after(30):
-        while True:
-            answer = await http.get(f"{url}/readyz", headers=headers)
-            assert answer.status_code in (200, 503), answer.text
-            body: dict[str, object] = answer.json()
-            if "still connecting" not in str(body.get("reasons")):
-                return body
-            await anyio.sleep(0.1)
+
+    async def gathered() -> dict[str, object] | None:
+        answer = await http.get(f"{url}/readyz", headers=headers)
+        assert answer.status_code in (200, 503), answer.text
+        body: dict[str, object] = answer.json()
+        return None if "still connecting" in str(body.get("reasons")) else body
+
+    return await eventually(gathered, within=30, every=0.1, what="/readyz past connecting")
 
 
 async def test_readyz_without_the_token_says_only_whether_the_broker_is_ready(

@@ -20,22 +20,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.broker_procs import running_broker, write_config
+from tests.support.handshake import INITIALIZE, PROTOCOL_VERSION
 from tests.support.wire_lines import LINES, PLACEHOLDER, SECRET, Line
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 ACCEPT = "application/json, text/event-stream"
 AUTH = {"authorization": f"Bearer {SECRET}"}
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "bodies", "version": "1"},
-    },
-}
 
 
 @dataclass
@@ -50,7 +41,7 @@ class Endpoint:
         return await self.http.post(self.url, content=body, headers=base | headers)
 
     async def initialize(self) -> httpx2.Response:
-        return await self.post(json.dumps(INIT).encode(), {})
+        return await self.post(json.dumps(INITIALIZE).encode(), {})
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
@@ -96,7 +87,7 @@ async def _started(endpoint: Endpoint) -> Endpoint:
     assert started.status_code == 200, started.text
     endpoint.session_id = started.headers["mcp-session-id"]
     initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-    era = {"mcp-session-id": endpoint.session_id, "mcp-protocol-version": "2025-11-25"}
+    era = {"mcp-session-id": endpoint.session_id, "mcp-protocol-version": PROTOCOL_VERSION}
     await endpoint.post(json.dumps(initialized).encode(), era)
     return endpoint
 
@@ -135,7 +126,7 @@ ERAS = st.sampled_from(["session", "none", "modern"])
 
 def _headers(endpoint: Endpoint, era: str) -> dict[str, str]:
     if era == "session":
-        return {"mcp-session-id": endpoint.session_id, "mcp-protocol-version": "2025-11-25"}
+        return {"mcp-session-id": endpoint.session_id, "mcp-protocol-version": PROTOCOL_VERSION}
     if era == "modern":
         return {"mcp-protocol-version": "2026-07-28"}
     return {}

@@ -9,8 +9,10 @@ import anyio
 import pytest
 
 from server.transport.passthrough import DirectCalls
+from tests.support.handshake import INITIALIZE
+from tests.support.handshake import INITIALIZED as INITIALIZED_MESSAGE
 
-INITIALIZED = b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
+INITIALIZED = json.dumps(INITIALIZED_MESSAGE).encode() + b"\n"
 
 
 class FakeGateway:
@@ -71,7 +73,7 @@ async def test_calls_are_taken_only_after_the_host_is_initialized(wired: Any) ->
     async with anyio.create_task_group() as tg:
         direct.start(tg, lambda data: written.append(json.loads(data)))
         assert not direct.take(call(1, "srv__echo"))
-        assert not direct.take(b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}')
+        assert not direct.take(json.dumps(INITIALIZE).encode())
         assert not direct.take(INITIALIZED)  # the SDK sees it too
         assert direct.take(call(2, "srv__echo"))
         await settle()

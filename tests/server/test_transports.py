@@ -13,17 +13,9 @@ from mcp import Client, StdioServerParameters, stdio_client
 from mcp.client.sse import sse_client
 
 from tests.support.broker_procs import BROKER, running_broker, server_env, write_config
+from tests.support.handshake import INITIALIZE
+from tests.support.polling import eventually
 
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "test", "version": "1"},
-    },
-}
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 
 
@@ -73,13 +65,13 @@ async def test_foreign_host_and_origin_are_rejected(tmp_path: Path) -> None:
         httpx2.AsyncClient(timeout=10) as http,
     ):
         bad_host = await http.post(
-            f"{url}/mcp", json=INIT, headers={**HEADERS, "host": "evil.example"}
+            f"{url}/mcp", json=INITIALIZE, headers={**HEADERS, "host": "evil.example"}
         )
         bad_origin = await http.post(
-            f"{url}/mcp", json=INIT, headers={**HEADERS, "origin": "http://evil.example"}
+            f"{url}/mcp", json=INITIALIZE, headers={**HEADERS, "origin": "http://evil.example"}
         )
         local_origin = await http.post(
-            f"{url}/mcp", json=INIT, headers={**HEADERS, "origin": "http://localhost:6274"}
+            f"{url}/mcp", json=INITIALIZE, headers={**HEADERS, "origin": "http://localhost:6274"}
         )
         sse_bad_host = await http.get(f"{url}/mcp", headers={"host": "evil.example:80"})
     assert bad_host.status_code == 421 and "evil.example" in bad_host.text
@@ -96,12 +88,12 @@ async def test_a_bearer_token_is_required_when_configured(tmp_path: Path) -> Non
         running_broker(config, env=env) as (url, _),
         httpx2.AsyncClient(timeout=10) as http,
     ):
-        missing = await http.post(f"{url}/mcp", json=INIT, headers=HEADERS)
+        missing = await http.post(f"{url}/mcp", json=INITIALIZE, headers=HEADERS)
         wrong = await http.post(
-            f"{url}/mcp", json=INIT, headers={**HEADERS, "authorization": "Bearer nope"}
+            f"{url}/mcp", json=INITIALIZE, headers={**HEADERS, "authorization": "Bearer nope"}
         )
         auth = {**HEADERS, "authorization": "Bearer s3cret-token"}
-        right = await http.post(f"{url}/mcp", json=INIT, headers=auth)
+        right = await http.post(f"{url}/mcp", json=INITIALIZE, headers=auth)
         too_big = await http.post(f"{url}/mcp", content=b"x" * 5000, headers=auth)
     assert missing.status_code == 401 and "bearer token" in missing.text
     assert missing.headers["www-authenticate"].startswith("Bearer")
@@ -181,6 +173,9 @@ async def test_a_missing_model_is_reported_loudly_at_startup(tmp_path: Path) -> 
         async with Client(stdio_client(params, errlog=errlog), mode="legacy") as client:
             built = await _round_trip(client)
             assert built["search_mode"] == "lexical" and built["warnings"]
-            while "SEMANTIC SEARCH UNAVAILABLE" not in log_path.read_text():
-                await anyio.sleep(0.05)  # bounded by fail_after above
+            await eventually(
+                lambda: "SEMANTIC SEARCH UNAVAILABLE" in log_path.read_text(),
+                within=60,
+                what=lambda: f"the loud warning in the log:\n{log_path.read_text()}",
+            )
     assert "setup-model" in log_path.read_text()

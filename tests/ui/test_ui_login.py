@@ -12,17 +12,9 @@ import httpx
 import pytest
 from ui_env import TOKEN, http_broker, record_turn, write_config
 
+from tests.support.handshake import INITIALIZE
+
 COOKIE = "context_broker_ui"
-MCP_INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    },
-}
 MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
 
 
@@ -121,7 +113,7 @@ def test_the_ui_cookie_does_not_open_mcp_or_metrics(recorded: tuple[str, dict[st
     jar = {"Cookie": f"{COOKIE}={cookie}"}
     with httpx.Client(timeout=10) as http:
         assert http.get(f"{url}/ui/api/sessions", headers=jar).status_code == 200
-        mcp = http.post(f"{url}/mcp", json=MCP_INIT, headers={**MCP_HEADERS, **jar})
+        mcp = http.post(f"{url}/mcp", json=INITIALIZE, headers={**MCP_HEADERS, **jar})
         assert mcp.status_code == 401
         assert http.get(f"{url}/metrics", headers=jar).status_code == 401
         forged = {"Cookie": f"{COOKIE}={cookie[:-2]}00"}
