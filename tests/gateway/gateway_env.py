@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -76,12 +76,6 @@ async def running(
 def status_of(gw: Gateway, name: str) -> ServerStatus:
     """One server's row of ``gw.status()``."""
     return next(s for s in gw.status() if s.name == name)
-
-
-async def until(predicate: Callable[[], bool]) -> None:
-    """Poll ``predicate`` until it holds; the caller bounds it with ``anyio.fail_after``."""
-    while not predicate():
-        await anyio.sleep(0.02)
 
 
 def child_pids(needle: str) -> list[int]:

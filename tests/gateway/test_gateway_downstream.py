@@ -16,7 +16,6 @@ from gateway_env import (
     running,
     status_of,
     time_server,
-    until,
 )
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.types import CallToolResult
@@ -27,6 +26,7 @@ from contextcore.search import SearchEngine
 from server.embedding import build_embedder
 from server.gateway import ExposedTool, GatewayError, GatewaySettings
 from server.settings import AppConfig, DownstreamConfig
+from tests.support.polling import eventually
 
 VALID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -45,8 +45,7 @@ async def test_all_tools_of_the_five_servers_are_gathered_and_searchable(tmp_pat
         names = [t.name for t in gw.exposed_tools()]
         assert names == sorted(names) and len(set(names)) == len(names)
         assert all(VALID.match(n) for n in names)
-        with anyio.fail_after(10):
-            await until(lambda: bool(exposed) and len(exposed[-1]) == len(names))
+        await eventually(lambda: bool(exposed) and len(exposed[-1]) == len(names), within=10)
     engine = SearchEngine(catalog, build_embedder(AppConfig()))
     result = engine.search("What is the current time in Tokyo?", types=["tool"])
     assert result.mode == "hybrid", result.warnings
@@ -135,8 +134,7 @@ async def test_a_killed_downstream_is_reported_and_comes_back() -> None:
         import os
 
         os.kill(pid, signal.SIGKILL)
-        with anyio.fail_after(10):
-            await until(lambda: not status_of(gw, "time").connected)
+        await eventually(lambda: not status_of(gw, "time").connected, within=10)
         status = status_of(gw, "time")
         assert status.last_error and status.state == "reconnecting"
         with pytest.raises(GatewayError, match="'time'") as info:
@@ -146,8 +144,7 @@ async def test_a_killed_downstream_is_reported_and_comes_back() -> None:
         assert not any(t.available for t in gw.tools() if t.server == "time")
         echo = await gw.call_tool("everything", "echo", {"message": "still here"})
         assert "still here" in echo.content[0].text  # type: ignore[union-attr]
-        with anyio.fail_after(40):
-            await until(lambda: status_of(gw, "time").connected)
+        await eventually(lambda: status_of(gw, "time").connected, within=40)
         assert status_of(gw, "time").reconnects >= 1
         result = await gw.call_tool("time", "get_current_time", {"timezone": "UTC"})
         assert not result.is_error
@@ -164,15 +161,13 @@ async def test_a_server_that_never_answers_does_not_hold_up_the_others() -> None
 
     started = anyio.current_time()
     async with Gateway(servers, _Catalog()) as gw:
-        with anyio.fail_after(hang_timeout):
-            await until(lambda: status_of(gw, "time").connected)
+        await eventually(lambda: status_of(gw, "time").connected, within=hang_timeout)
         assert status_of(gw, "hang").state == "starting"
         assert any(t.server == "time" for t in gw.exposed_tools())
         with anyio.fail_after(hang_timeout + 2):
             await gw.wait_ready()
         assert anyio.current_time() - started < hang_timeout + 1.5
-        with anyio.fail_after(10):
-            await until(lambda: status_of(gw, "hang").last_error is not None)
+        await eventually(lambda: status_of(gw, "hang").last_error is not None, within=10)
         assert "8s" in (status_of(gw, "hang").last_error or "")
         assert status_of(gw, "time").connected
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import re
 
-import anyio
-from gateway_env import fixture_server, running, status_of, until
+from gateway_env import fixture_server, running, status_of
 
 from contextcore.catalog import Catalog
 from contextcore.items import ItemRef
 from server.gateway import ExposedTool
 from server.settings import DownstreamToolConfig
+from tests.support.polling import eventually
 
 VALID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 LONG = "describe_the_entire_repository_history_with_every_commit_message_in_full"
@@ -55,12 +55,10 @@ async def test_list_changed_refreshes_the_catalog_and_the_exposed_list() -> None
     )
     async with running({"grow": config}, catalog, on_exposed_change=changes.append) as gw:
         assert [t.name for t in gw.exposed_tools()] == ["grow__alpha"]  # grow itself is "agent"
-        with anyio.fail_after(10):
-            await until(lambda: len(changes) == 1)
+        await eventually(lambda: len(changes) == 1, within=10)
         version = catalog.version
         await gw.call_tool("grow", "grow", {"name": "beta"})
-        with anyio.fail_after(10):
-            await until(lambda: ItemRef("tool", "beta", "grow") in catalog)
+        await eventually(lambda: ItemRef("tool", "beta", "grow") in catalog, within=10)
         assert catalog.version > version
         assert status_of(gw, "grow").tool_count == 3
         assert catalog.require(ItemRef("tool", "beta", "grow")).effective_include == "agent"

@@ -4,12 +4,12 @@ import json
 import logging
 from pathlib import Path
 
-import anyio
 import pytest
-from gateway_env import everything_server, running, status_of, stdio, until
+from gateway_env import everything_server, running, status_of, stdio
 
 from server.gateway import GatewayError, Redactor, SecretError, expand_server
 from server.settings import DownstreamConfig
+from tests.support.polling import eventually
 
 SECRET = "s3cr3t-Value-0042"
 
@@ -73,8 +73,7 @@ async def test_a_secret_never_appears_in_results_errors_status_or_logs(
         with pytest.raises(GatewayError) as info:
             await gw.call_tool("broken", "anything", {})
         assert "broken" in str(info.value)
-        with anyio.fail_after(10):
-            await until(lambda: status_of(gw, "broken").reconnects >= 1)
+        await eventually(lambda: status_of(gw, "broken").reconnects >= 1, within=10)
         statuses = json.dumps([s.row().model_dump(by_alias=True) for s in gw.status()])
     for shown in (text, lane, statuses, str(info.value), broken.last_error, caplog.text):
         assert SECRET not in shown

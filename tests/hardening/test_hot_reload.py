@@ -7,10 +7,9 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -23,6 +22,7 @@ from server.settings import load_config
 from tests.support.broker_procs import BROKER, server_env
 from tests.support.hash_embedder import HashEmbedder
 from tests.support.mcp_calls import call, error
+from tests.support.polling import eventually
 
 TIME = Path(sys.executable).parent / "mcp-server-time"
 
@@ -64,20 +64,6 @@ async def broker(config: Path) -> AsyncIterator[tuple[Client, int, Path]]:
             yield client, int(pid_file.read_text()), log_path
 
 
-async def until(check: Callable[[], Any], *, poke: Callable[[], None] | None = None) -> None:
-    """Poll ``check`` (sync or async) until it is true, calling ``poke`` before each try;
-    the caller bounds it with ``anyio.fail_after``."""
-    while True:
-        if poke is not None:
-            poke()
-        outcome = check()
-        if hasattr(outcome, "__await__"):
-            outcome = await outcome
-        if outcome:
-            return
-        await anyio.sleep(0.1)
-
-
 async def descriptions(client: Client) -> dict[str, str]:
     catalog = await call(client, "list_catalog")
     return {i["name"]: i["description"] for i in catalog["items"]}
@@ -101,7 +87,7 @@ async def test_sighup_reloads_an_edited_rule_and_sessions_keep_working(tmp_path:
             async def edited() -> bool:
                 return (await descriptions(client)).get("style") == "Edited house style"
 
-            await until(edited)
+            await eventually(edited, within=30, every=0.1)
             assert "sql" not in await descriptions(client)
             built = await call(
                 client,
@@ -127,7 +113,9 @@ async def test_an_invalid_config_after_sighup_keeps_the_old_one_serving(tmp_path
                 rule("style", "Never applied", "Never applied."), encoding="utf-8"
             )
             os.kill(pid, signal.SIGHUP)
-            await until(lambda: "config reload failed" in log_path.read_text())
+            await eventually(
+                lambda: "config reload failed" in log_path.read_text(), within=30, every=0.1
+            )
             line = next(x for x in log_path.read_text().splitlines() if "config reload failed" in x)
             assert "ERROR" in line and "unknown key 'search.bogus'" in line
             assert (await descriptions(client))["style"] == "House style"
@@ -140,16 +128,15 @@ async def test_with_watch_config_an_edit_is_picked_up_without_a_signal(tmp_path:
     config = write_setup(tmp_path, "\n[server]\nwatch_config = true\n")
     style = tmp_path / "rules" / "style.md"
 
-    def edit() -> None:  # rewritten on every poll: the watcher may start after the first
-        style.write_text(rule("style", "Watched edit", "Watched."), encoding="utf-8")
-
     with anyio.fail_after(60):
         async with broker(config) as (client, _, log_path):
 
             async def edited() -> bool:
+                # rewritten on every poll: the watcher may start after the first
+                style.write_text(rule("style", "Watched edit", "Watched."), encoding="utf-8")
                 return (await descriptions(client)).get("style") == "Watched edit"
 
-            await until(edited, poke=edit)
+            await eventually(edited, within=30, every=0.1)
     assert "SIGHUP" not in log_path.read_text()
 
 
@@ -170,7 +157,7 @@ async def test_sighup_applies_a_downstream_tools_new_enabled_setting(tmp_path: P
                 listed = await client.list_tools()
                 return "time__convert_time" not in {t.name for t in listed.tools}
 
-            await until(hidden)
+            await eventually(hidden, within=30, every=0.1)
             refused = await error(
                 client, "call_tool", server="time", tool="convert_time", arguments=args
             )

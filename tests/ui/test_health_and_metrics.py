@@ -3,7 +3,6 @@ a traced tool call (in-memory span exporter)."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import anyio
@@ -19,23 +18,31 @@ from server.observability import Observer
 from server.settings import load_config
 from server.surface.mcp_server import build_server
 from tests.support.hash_embedder import HashEmbedder
+from tests.support.polling import eventually
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
-def _ready_within(url: str, status: int, timeout: float = 30.0) -> httpx.Response:
+async def _ready_within(url: str, status: int, timeout: float = 30.0) -> httpx.Response:
     """Poll ``/readyz`` (bounded) until it answers ``status``: the model loads, or fails to,
     in the background after the server starts listening. With the token: the reasons and
     checks are only for a caller that has it."""
-    deadline = time.monotonic() + timeout
-    response = httpx.get(f"{url}/readyz", headers=AUTH, timeout=10)
-    while response.status_code != status and time.monotonic() < deadline:
-        time.sleep(0.1)
-        response = httpx.get(f"{url}/readyz", headers=AUTH, timeout=10)
-    return response
+    last: list[httpx.Response] = []
+    async with httpx.AsyncClient(headers=AUTH, timeout=10) as http:
+
+        async def answered() -> httpx.Response | None:
+            last[:] = [await http.get(f"{url}/readyz")]
+            return last[0] if last[0].status_code == status else None
+
+        return await eventually(  # type: ignore[return-value]
+            answered,
+            within=timeout,
+            every=0.1,
+            what=lambda: f"/readyz answering {status}, not {last[0].status_code}: {last[0].text}",
+        )
 
 
-def test_readyz_is_503_while_the_model_is_missing_and_names_why(tmp_path: Path) -> None:
+async def test_readyz_is_503_while_the_model_is_missing_and_names_why(tmp_path: Path) -> None:
     empty = tmp_path / "no-model"
     empty.mkdir()
     config = write_config(tmp_path)
@@ -45,16 +52,18 @@ def test_readyz_is_503_while_the_model_is_missing_and_names_why(tmp_path: Path) 
     config.write_text(text)
     with http_broker(config) as url:
         assert httpx.get(f"{url}/healthz", timeout=10).json() == {"status": "alive"}
-        response = _ready_within(url, 503)
+        response = await _ready_within(url, 503)
         assert response.status_code == 503
         body = response.json()
         assert body["ready"] is False and body["checks"]["model"]["state"] == "failed"
         assert any("embedding model" in r and "setup-model" in r for r in body["reasons"])
 
 
-def test_readyz_is_200_lexical_only_by_choice_and_metrics_move_with_calls(tmp_path: Path) -> None:
+async def test_readyz_is_200_lexical_only_by_choice_and_metrics_move_with_calls(
+    tmp_path: Path,
+) -> None:
     with http_broker(write_config(tmp_path)) as url:
-        ready = _ready_within(url, 200)
+        ready = await _ready_within(url, 200)
         assert ready.status_code == 200, ready.text
         assert ready.json()["checks"]["model"]["state"] == "lexical-only"
         assert httpx.get(f"{url}/metrics", timeout=10).status_code == 401
