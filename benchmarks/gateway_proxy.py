@@ -47,7 +47,8 @@ from server.gateway import Gateway
 from server.settings import DownstreamConfig
 
 TIME = str(Path(sys.executable).parent / "mcp-server-time")
-BROKER = str(Path(sys.executable).parent / "context-broker")
+BROKER = sys.executable
+SERVE = ["-m", "server.cli", "serve", "--config"]  # the broker of this checkout (cwd = ROOT)
 NODE_BIN = ROOT / "tests" / "downstream" / "node_modules" / ".bin"
 BENCH_PY = ROOT / ".venv-bench" / "bin" / "python"
 ARGS = {"timezone": "Asia/Tokyo"}
@@ -68,11 +69,18 @@ BLOCK = 25
 
 
 async def _stdio_call(
-    stack: AsyncExitStack, command: str, args: list[str], *, via_call_tool: bool = False
+    stack: AsyncExitStack,
+    command: str,
+    args: list[str],
+    *,
+    via_call_tool: bool = False,
+    env: dict[str, str] | None = None,
 ) -> Call:
     """A ready-to-time call of get_current_time over a new stdio client session (through the
-    broker's ``call_tool`` with ``via_call_tool``)."""
-    params = StdioServerParameters(command=command, args=args)
+    broker's ``call_tool`` with ``via_call_tool``; ``env`` added to the child's environment)."""
+    params = StdioServerParameters(
+        command=command, args=args, env={**os.environ, **env} if env else None, cwd=ROOT
+    )
     devnull = stack.enter_context(open(os.devnull, "w"))  # noqa: SIM115 (stderr is not a figure)
     r, w = await stack.enter_async_context(stdio_client(params, errlog=devnull))
     s = await stack.enter_async_context(ClientSession(r, w))
@@ -147,7 +155,7 @@ env = {{ MEMORY_FILE_PATH = "{tmp / "memory.jsonl"}" }}
 async def _startup(tmp: Path) -> tuple[float, int]:
     """Seconds from starting the broker with the five servers until tools/list answers."""
     params = StdioServerParameters(
-        command=BROKER, args=["serve", "--config", _broker_config(tmp, _five_servers(tmp))]
+        command=BROKER, args=[*SERVE, _broker_config(tmp, _five_servers(tmp))], cwd=ROOT
     )
     start = time.perf_counter()
     with open("/dev/null", "w") as devnull:
@@ -207,9 +215,12 @@ async def main(calls: int, warmup: int, with_startup: bool) -> None:
             paths = {
                 "direct": await _stdio_call(stack, TIME, []),
                 "gateway in-proc": await _gateway_call(stack),
-                "broker stdio": await _stdio_call(stack, BROKER, ["serve", "--config", cfg]),
+                "broker stdio": await _stdio_call(stack, BROKER, [*SERVE, cfg]),
                 "broker call_tool": await _stdio_call(
-                    stack, BROKER, ["serve", "--config", cfg], via_call_tool=True
+                    stack, BROKER, [*SERVE, cfg], via_call_tool=True
+                ),
+                "broker, SDK path": await _stdio_call(
+                    stack, BROKER, [*SERVE, cfg], env={"CONTEXT_BROKER_FAST_PATH": "0"}
                 ),
                 "line relay": await _stdio_call(stack, sys.executable, [__file__, "--relay", TIME]),
             }
@@ -222,12 +233,14 @@ async def main(calls: int, warmup: int, with_startup: bool) -> None:
         "gateway in-proc": "no front hop",
         "broker stdio": "context-broker serve, exposed tool",
         "broker call_tool": "the same, through call_tool",
+        "broker, SDK path": "exposed tool, fast path off",
         "line relay": "copies lines only",
         "fastmcp proxy": "" if BENCH_PY.exists() else "no .venv-bench with fastmcp",
     }
     print(f"tools/call get_current_time, {calls} calls per path after {warmup} warm-up (ms)")
     print(f"{'path':<16} {'p50':>8}  {'p95':>8}  {'mean':>8}  {'ratio':>6}  per-block")
-    order = ("direct", "gateway in-proc", "broker stdio", "broker call_tool", "line relay")
+    order = ("direct", "gateway in-proc", "broker stdio", "broker call_tool", "broker, SDK path")
+    order = (*order, "line relay")
     for name in (*order, "fastmcp proxy"):
         print(_row(name, blocks.get(name), blocks["direct"], notes.get(name, "")))
     if with_startup:

@@ -87,6 +87,23 @@ class _WatchedReadStream:
         await self.aclose()
 
 
+def _call_params(name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
+    params: dict[str, Any] = {"name": name}
+    if arguments is not None:
+        params["arguments"] = arguments
+    return params
+
+
+def _checked_call_result(result: dict[str, Any]) -> dict[str, Any] | MCPError:
+    """``result`` if it is a valid ``CallToolResult``, else the error saying it is not."""
+    try:
+        _CALL_RESULT.validate_python(result, by_name=False)
+    except ValidationError as exc:
+        detail = f"malformed tools/call result: {exc.error_count()} errors"
+        return MCPError(types.INTERNAL_ERROR, detail)
+    return result
+
+
 class Connection:
     """An initialized session with one downstream server."""
 
@@ -149,17 +166,37 @@ class Connection:
                 _JSON_OBJECT,  # type: ignore[type-var]
                 request_read_timeout_seconds=timeout,
             )
-        params: dict[str, Any] = {"name": name}
-        if arguments is not None:
-            params["arguments"] = arguments
-        result = await self._link.request_json("tools/call", params, timeout=timeout)
-        try:
-            _CALL_RESULT.validate_python(result, by_name=False)
-        except ValidationError as exc:
-            raise MCPError(
-                types.INTERNAL_ERROR, f"malformed tools/call result: {exc.error_count()} errors"
-            ) from None
-        return result
+        result = await self._link.request_json(
+            "tools/call", _call_params(name, arguments), timeout=timeout
+        )
+        checked = _checked_call_result(result)
+        if isinstance(checked, MCPError):
+            raise checked
+        return checked
+
+    def call_tool_soon(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None,
+        done: Callable[[dict[str, Any] | MCPError], None],
+        *,
+        timeout: float | None,
+    ) -> Callable[[str], None] | None:
+        """:meth:`call_tool_json` without a waiting task (stdio only): the request is written
+        now and ``done`` is called with the checked result or the ``MCPError`` when the
+        answer is read. Returns the function that gives the call up (with a reason), or None
+        when this connection has no fast lane. Raises ``MCPError`` if it cannot be sent."""
+        link = self._link
+        if link is None:
+            return None
+
+        def checked(outcome: dict[str, Any] | MCPError) -> None:
+            done(outcome if isinstance(outcome, MCPError) else _checked_call_result(outcome))
+
+        request_id = link.request_soon(
+            "tools/call", _call_params(name, arguments), checked, timeout=timeout
+        )
+        return lambda reason: link.cancel_soon(request_id, reason)
 
     async def list_resources(self) -> list[types.Resource]:
         """Every resource, following pagination (empty when the server has none)."""

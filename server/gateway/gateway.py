@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 import anyio.abc
 import mcp_types as types
+from mcp import MCPError
 from mcp.shared.dispatcher import ProgressFnT
 
 from contextcore.catalog import Catalog
@@ -27,6 +28,7 @@ from server.settings import AppConfig, DownstreamConfig
 
 from ._proxy import ResourceProxy
 from .connection import Connection
+from .errors import GatewayError
 from .models import ExposedTool, GatewaySettings, ServerStatus
 from .naming import assign_names
 from .secrets import Redactor
@@ -251,6 +253,39 @@ class Gateway:
             return self.redactor.redact_json(result)  # type: ignore[no-any-return]
         return result
 
+    def call_tool_soon(
+        self,
+        server: str,
+        tool: str,
+        arguments: dict[str, Any] | None,
+        done: Callable[[dict[str, Any] | GatewayError], None],
+    ) -> Callable[[str], None] | None:
+        """:meth:`call_tool_json` with no task waiting, where the server's connection has a
+        fast lane (stdio): ``done`` gets the result (secrets masked) or the ``GatewayError``,
+        from the loop that reads the answer, or at once when the call cannot be made.
+        Returns the function that gives the call up, or None (nothing done) when the call
+        needs :meth:`call_tool_json`."""
+        try:
+            state = self._servers.get(server)
+            original, conn = state.tool_target(tool)
+        except GatewayError as exc:
+            done(exc)
+            return _no_cancel
+
+        def answered(outcome: dict[str, Any] | MCPError) -> None:
+            if isinstance(outcome, MCPError):
+                done(state.call_failed(conn, f"tool {original!r}", outcome, tool=original))
+            elif self.redactor.contains_secret(outcome):
+                done(self.redactor.redact_json(outcome))
+            else:
+                done(outcome)
+
+        try:
+            return conn.call_tool_soon(original, arguments, answered, timeout=state.config.timeout)
+        except MCPError as exc:
+            done(state.call_failed(conn, f"tool {original!r}", exc, tool=original))
+            return _no_cancel
+
     # -- resources and prompts --------------------------------------------------------------
 
     async def list_resources(self) -> list[types.Resource]:
@@ -357,3 +392,7 @@ class Gateway:
     def _set(self, server: ServerState, **changes: Any) -> None:
         for key, value in changes.items():
             setattr(server, key, value)
+
+
+def _no_cancel(reason: str) -> None:
+    """Giving up a call that has already been answered: nothing to do."""

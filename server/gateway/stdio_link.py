@@ -16,12 +16,13 @@ POSIX only; on Windows the gateway keeps the SDK's transport.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import logging
 import os
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import IO, Any
 
@@ -52,29 +53,34 @@ log = logging.getLogger(__name__)
 _EXIT_GRACE = 2.0  # seconds for the server to exit after its stdin closes
 _KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL of its process group
 _FLUSH_GRACE = 0.5  # seconds for already accepted session messages to be written
-_CANCEL_WRITE = 1.0  # seconds a courtesy cancel may take to write
 _POLL = 0.01
 _ids = itertools.count(1)
 
 
+Outcome = dict[str, Any] | MCPError
+"""A lane request's end: its ``result`` object as the server sent it, or the ``MCPError``."""
+OutcomeFn = Callable[[Outcome], None]
+
+
 class _Waiter:
-    __slots__ = ("done", "outcome")
+    """One lane request in flight: whom to tell how it ended, and its timeout's timer."""
 
-    def __init__(self) -> None:
-        self.done = anyio.Event()
-        self.outcome: dict[str, Any] | MCPError | None = None
+    __slots__ = ("done", "method", "timer")
 
-    def settle(self, outcome: dict[str, Any] | MCPError) -> None:
-        if self.outcome is None:
-            self.outcome = outcome
-            self.done.set()
+    def __init__(self, method: str, done: OutcomeFn) -> None:
+        self.method = method
+        self.done = done
+        self.timer: asyncio.TimerHandle | None = None
 
 
 class StdioLink:
     """A running downstream process: session streams plus the fast request lane."""
 
-    def __init__(self, process: anyio.abc.Process, prefix: str) -> None:
+    def __init__(
+        self, process: anyio.abc.Process, stdin: asyncio.StreamWriter, prefix: str
+    ) -> None:
         self.process = process
+        self._stdin = stdin
         self._prefix = prefix
         self._prefix_bytes = json.dumps(prefix).encode()[:-1]  # '"<prefix>' as on the wire
         self._ids = itertools.count(1)
@@ -87,73 +93,97 @@ class StdioLink:
 
     # -- the fast lane ---------------------------------------------------------------------
 
-    async def request_json(
-        self, method: str, params: dict[str, Any], *, timeout: float | None
-    ) -> dict[str, Any]:
-        """Send one request and return its ``result`` object as the server sent it.
-
-        Raises ``MCPError``: the server's error response, ``REQUEST_TIMEOUT`` after
-        ``timeout`` seconds, ``CONNECTION_CLOSED`` if the server is gone.
-        """
+    def request_soon(
+        self, method: str, params: dict[str, Any], done: OutcomeFn, *, timeout: float | None
+    ) -> str:
+        """Write one request now; ``done`` is called once, from the read loop, with its
+        ``result`` object as the server sent it or an ``MCPError`` (the server's error
+        response, ``REQUEST_TIMEOUT`` after ``timeout`` seconds, ``CONNECTION_CLOSED`` if the
+        server is gone). No task waits for it: the answer is handled where it is read.
+        Returns the request's id, for :meth:`cancel_soon`. Raises ``MCPError`` (and ``done``
+        is not called) when the request cannot be written."""
         if self._closed:
             raise MCPError(CONNECTION_CLOSED, "Connection closed")
         request_id = f"{self._prefix}{next(self._ids)}"
-        waiter = _Waiter()
+        waiter = _Waiter(method, done)
+        self._send_now(request_line(request_id, method, params))
         self._pending[request_id] = waiter
-        try:
-            await self._send(request_line(request_id, method, params))
-            try:
-                with anyio.fail_after(timeout):
-                    await waiter.done.wait()
-            except TimeoutError:
-                await self._cancel(request_id, f"timed out after {timeout}s", shield=False)
-                raise MCPError(REQUEST_TIMEOUT, f"Request {method!r} timed out") from None
-            except anyio.get_cancelled_exc_class():
-                await self._cancel(request_id, "caller cancelled", shield=True)
-                raise
-        finally:
-            self._pending.pop(request_id, None)
-        outcome = waiter.outcome
-        if isinstance(outcome, MCPError):
-            raise outcome
-        assert outcome is not None
-        error = outcome.get("error")
-        if error is not None:
-            try:
-                data = types.ErrorData.model_validate(error)
-            except ValidationError:
-                detail = f"malformed error response to {method!r}"
-                raise MCPError(types.INTERNAL_ERROR, detail) from None
-            raise MCPError(data.code, data.message, data.data)
-        result = outcome.get("result")
-        if not isinstance(result, dict):
-            raise MCPError(types.INTERNAL_ERROR, f"malformed response to {method!r}: no result")
-        return result
+        if timeout is not None:
+            waiter.timer = asyncio.get_running_loop().call_later(
+                timeout, self._time_out, request_id, timeout
+            )
+        return request_id
 
-    async def _send(self, data: bytes) -> None:
-        stdin = self.process.stdin
-        assert stdin is not None
-        try:
-            await stdin.send(data)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            self._close_lane()
-            raise MCPError(CONNECTION_CLOSED, "Connection closed") from None
-
-    async def _cancel(self, request_id: str, reason: str, *, shield: bool) -> None:
+    def cancel_soon(self, request_id: str, reason: str) -> None:
+        """Give up a request: its ``done`` is never called and the server is told (courtesy
+        ``notifications/cancelled``, not waited for)."""
+        waiter = self._pending.pop(request_id, None)
+        if waiter is None:
+            return
+        if waiter.timer is not None:
+            waiter.timer.cancel()
         notice = notification_line(
             "notifications/cancelled", {"requestId": request_id, "reason": reason}
         )
-        with (
-            anyio.CancelScope(shield=shield),
-            anyio.move_on_after(_CANCEL_WRITE),
-            suppress(MCPError),
-        ):
-            await self._send(notice)
+        with suppress(MCPError):
+            self._send_now(notice)
+
+    async def request_json(
+        self, method: str, params: dict[str, Any], *, timeout: float | None
+    ) -> dict[str, Any]:
+        """:meth:`request_soon`, awaited: the ``result`` object, or the ``MCPError`` raised.
+        A cancelled caller's request is given up as :meth:`cancel_soon` does."""
+        future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+
+        def settle(outcome: Outcome) -> None:
+            if not future.done():
+                future.set_result(outcome)
+
+        request_id = self.request_soon(method, params, settle, timeout=timeout)
+        try:
+            outcome = await future
+        except asyncio.CancelledError:
+            self.cancel_soon(request_id, "caller cancelled")
+            raise
+        if isinstance(outcome, MCPError):
+            raise outcome
+        return outcome
+
+    def _time_out(self, request_id: str, timeout: float) -> None:
+        waiter = self._pending.get(request_id)
+        if waiter is None:
+            return
+        self.cancel_soon(request_id, f"timed out after {timeout}s")
+        _tell(waiter, MCPError(REQUEST_TIMEOUT, f"Request {waiter.method!r} timed out"))
+
+    def _settle(self, request_id: str, outcome: Outcome) -> None:
+        waiter = self._pending.pop(request_id, None)
+        if waiter is None:
+            return
+        if waiter.timer is not None:
+            waiter.timer.cancel()
+        _tell(waiter, outcome)
+
+    def _send_now(self, data: bytes) -> None:
+        """Queue one line on the server's stdin without waiting (a whole line per write, so
+        the lane and the session's writer never interleave inside a line)."""
+        if self._stdin.is_closing():
+            self._close_lane()
+            raise MCPError(CONNECTION_CLOSED, "Connection closed")
+        self._stdin.write(data)
+
+    async def _send(self, data: bytes) -> None:
+        try:
+            self._send_now(data)
+            await self._stdin.drain()
+        except (ConnectionError, OSError):
+            self._close_lane()
+            raise MCPError(CONNECTION_CLOSED, "Connection closed") from None
 
     def _close_lane(self) -> None:
         self._closed = True
-        for waiter in self._pending.values():
-            waiter.settle(MCPError(CONNECTION_CLOSED, "Connection closed"))
+        for request_id in list(self._pending):
+            self._settle(request_id, MCPError(CONNECTION_CLOSED, "Connection closed"))
 
     # -- pumps -----------------------------------------------------------------------------
 
@@ -184,20 +214,21 @@ class StdioLink:
             return self._unreadable_response(line, exc)
         if not isinstance(message, dict) or "method" in message:
             return False
-        waiter = self._pending.get(message.get("id"))  # type: ignore[arg-type]
-        if waiter is None:
+        request_id = message.get("id")
+        if not isinstance(request_id, str) or request_id not in self._pending:
             return False
-        waiter.settle(message)
+        method = self._pending[request_id].method
+        self._settle(request_id, _outcome(method, message))
         return True
 
     def _unreadable_response(self, line: bytes, exc: ValueError) -> bool:
         """An unparsable line answering a lane request fails that request at once."""
         request_id, _ = top_level_id(line)
-        waiter = self._pending.get(request_id) if isinstance(request_id, str) else None
-        if waiter is None:
+        if not isinstance(request_id, str) or request_id not in self._pending:
             return False
         log.warning("unreadable response %r from a downstream server: %s", request_id, exc)
-        waiter.settle(MCPError(types.INTERNAL_ERROR, f"unreadable response from the server: {exc}"))
+        failed = MCPError(types.INTERNAL_ERROR, f"unreadable response from the server: {exc}")
+        self._settle(request_id, failed)
         return True
 
     async def _deliver(self, line: bytes) -> None:
@@ -212,14 +243,35 @@ class StdioLink:
 
     async def write_loop(self) -> None:
         """Write the session's messages to stdin until the session closes its stream."""
-        stdin = self.process.stdin
-        assert stdin is not None
         try:
             async with self._from_session:
                 async for item in self._from_session:
-                    await stdin.send(message_line(item.message))
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                    await self._send(message_line(item.message))
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, MCPError):
             await self._to_session.aclose()  # the session sees the end, not a hung request
+
+
+def _outcome(method: str, message: dict[str, Any]) -> Outcome:
+    """A response object's outcome: its result, or its error as an ``MCPError``."""
+    error = message.get("error")
+    if error is not None:
+        try:
+            data = types.ErrorData.model_validate(error)
+        except ValidationError:
+            return MCPError(types.INTERNAL_ERROR, f"malformed error response to {method!r}")
+        return MCPError(data.code, data.message, data.data)
+    result = message.get("result")
+    if not isinstance(result, dict):
+        return MCPError(types.INTERNAL_ERROR, f"malformed response to {method!r}: no result")
+    return result
+
+
+def _tell(waiter: _Waiter, outcome: Outcome) -> None:
+    """Hand ``outcome`` on; a failing handler costs its own call, never the read loop."""
+    try:
+        waiter.done(outcome)
+    except Exception:
+        log.exception("handling the answer to a %s request failed", waiter.method)
 
 
 async def _drain(stdout: anyio.abc.ByteReceiveStream) -> None:
@@ -229,12 +281,10 @@ async def _drain(stdout: anyio.abc.ByteReceiveStream) -> None:
             await stdout.receive()
 
 
-async def _stop(process: anyio.abc.Process) -> None:
+async def _stop(process: anyio.abc.Process, stdin: asyncio.StreamWriter) -> None:
     """Close stdin, give the server time to exit, then terminate its process group (always:
     what the server started and left behind goes too)."""
-    assert process.stdin is not None and process.stdout is not None
-    with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-        await process.stdin.aclose()
+    stdin.close()
     with anyio.move_on_after(_EXIT_GRACE):
         while process.returncode is None:
             await anyio.sleep(_POLL)
@@ -309,30 +359,50 @@ async def open_stdio_link(
     The server runs in its own process group, which is stopped when the block exits and, by a
     watcher process, when the broker dies without running this code (``SIGKILL``).
     """
-    process = await anyio.open_process(
-        [server.command, *server.args],
-        env=default_environment() | (server.env or {}),
-        stderr=errlog,
-        cwd=server.cwd,
-        start_new_session=True,
-    )
+    read_end, write_end = os.pipe()
+    try:
+        process = await anyio.open_process(
+            [server.command, *server.args],
+            stdin=read_end,
+            env=default_environment() | (server.env or {}),
+            stderr=errlog,
+            cwd=server.cwd,
+            start_new_session=True,
+        )
+    except BaseException:
+        os.close(write_end)
+        raise
+    finally:
+        os.close(read_end)
+    stdin = await _pipe_writer(write_end)
     try:
         watcher = await _Watcher.start(process.pid)
     except BaseException:
         with anyio.CancelScope(shield=True):
-            await _stop(process)
+            await _stop(process, stdin)
         raise
     try:
-        async with _pumped(process) as link:
+        async with _pumped(process, stdin) as link:
             yield link
     finally:
         if watcher is not None:
             await watcher.stop()
 
 
+async def _pipe_writer(fd: int) -> asyncio.StreamWriter:
+    """A stream writer on the pipe ``fd`` (the server's stdin), owned by the link: lane
+    requests are queued on it without a wait, as the host's stdio lines are."""
+    loop = asyncio.get_running_loop()
+    pipe = os.fdopen(fd, "wb", buffering=0)
+    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, pipe)
+    return asyncio.StreamWriter(transport, protocol, None, loop)
+
+
 @asynccontextmanager
-async def _pumped(process: anyio.abc.Process) -> AsyncIterator[StdioLink]:
-    link = StdioLink(process, prefix=f"cb-{next(_ids)}-")
+async def _pumped(
+    process: anyio.abc.Process, stdin: asyncio.StreamWriter
+) -> AsyncIterator[StdioLink]:
+    link = StdioLink(process, stdin, prefix=f"cb-{next(_ids)}-")
     writer_done = anyio.Event()
 
     async def write() -> None:
@@ -352,5 +422,5 @@ async def _pumped(process: anyio.abc.Process) -> AsyncIterator[StdioLink]:
                 link.read_stream.close()
                 with anyio.move_on_after(_FLUSH_GRACE):
                     await writer_done.wait()
-                await _stop(process)
+                await _stop(process, stdin)
             tg.cancel_scope.cancel()

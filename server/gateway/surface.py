@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,7 @@ from contextcore.errors import ContextCoreError
 from contextcore.items import ItemRef, Tool
 from contextcore.services.broker import ContextBroker
 from contextcore.services.history import HistoryService
+from contextcore.sessions import RequestContext
 from tools.gateway import (
     CALL_TOOL_DESCRIPTION,
     LIST_SERVERS_DESCRIPTION,
@@ -168,6 +169,7 @@ class GatewaySurface:
         self._record = dict(record or {})
         self._record_max_chars = record_max_chars
         self._startup_budget = startup_budget
+        self._gathered = False  # the first gathering is over and the catalog says so
         self._max_result_bytes = max_result_bytes
         # Per handshake-era connection: the exposed names of the tools its latest request
         # context selected, listed to that host beside the ``always`` tools.
@@ -183,6 +185,7 @@ class GatewaySurface:
         pending in the catalog (so searches say their tools were not there yet)."""
         pending = await self.gateway.wait_ready(self._startup_budget)
         self.broker.catalog.set_pending(pending)
+        self._gathered = not pending
         return pending
 
     async def tools(self, session: ServerSession | None = None) -> list[types.Tool]:
@@ -199,7 +202,7 @@ class GatewaySurface:
         ]
         return [*self._fixed, *(t.as_mcp_tool() for t in listed)]
 
-    async def context_built(self, session: ServerSession | None, tools: list[ItemRef]) -> None:
+    async def context_built(self, session: ServerSession | None, context: RequestContext) -> None:
         """List the tools of a connection's latest request context to that host (handshake
         era, one host per connection) and tell it with ``tools/list_changed``."""
         if session is None or session.protocol_version in MODERN_PROTOCOL_VERSIONS:
@@ -207,7 +210,7 @@ class GatewaySurface:
         names = tuple(
             sorted(
                 name
-                for ref in tools
+                for ref in (row.ref for row in context.items if row.ref.type == "tool")
                 if not self.directory.listed(ref)
                 and (name := self.directory.exposed_name(ref)) is not None
             )
@@ -276,6 +279,32 @@ class GatewaySurface:
             return _json(error_result(str(exc)))
         where = f"{checked.server}/{checked.tool}"
         return capped_downstream(where, result, self._max_result_bytes)
+
+    def forward_soon(
+        self, name: str, arguments: dict[str, Any], done: Callable[[dict[str, Any]], None]
+    ) -> Callable[[str], None] | None:
+        """:meth:`call_json` with no task waiting for the answer, where it can be (the first
+        gathering is over and the tool's server has a fast lane): ``done`` gets the same JSON
+        object, from the loop that reads the downstream's answer (or at once, for a call
+        refused before it is sent). Returns the function that gives the call up, or None
+        (nothing done: use :meth:`call_json`)."""
+        if not self._gathered or self.gateway.starting():
+            return None
+        checked = self._checked(name, arguments, None)
+        if isinstance(checked, str):
+            done(_json(error_result(checked)))
+            return _nothing_to_cancel
+        where = f"{checked.server}/{checked.tool}"
+
+        def answered(outcome: dict[str, Any] | GatewayError) -> None:
+            if isinstance(outcome, GatewayError):
+                done(_json(error_result(str(outcome))))
+            else:
+                done(capped_downstream(where, outcome, self._max_result_bytes))
+
+        return self.gateway.call_tool_soon(
+            checked.server, checked.tool, checked.arguments, answered
+        )
 
     def _checked(
         self, name: str, arguments: dict[str, Any], meta_session: object
@@ -374,3 +403,7 @@ class GatewaySurface:
             content=[types.TextContent(type="text", text=render_servers(out))],
             structured_content=out.model_dump(mode="json"),
         )
+
+
+def _nothing_to_cancel(reason: str) -> None:
+    """Giving up a call that was answered before it was sent: nothing to do."""

@@ -43,13 +43,16 @@ class DirectCalls:
     """Takes eligible ``tools/call`` lines off a stdio input stream and answers them.
 
     :meth:`take` is called with every input line before it is handed to the SDK; it returns
-    True when the line was handled here. Calls run in the task group given to :meth:`start`.
+    True when the line was handled here. A call to a server with a fast lane is written
+    downstream at once and answered where the downstream's answer is read, with no task
+    waiting for it; others run in the task group given to :meth:`start`.
     """
 
     def __init__(self, surface: GatewaySurface) -> None:
         self._surface = surface
         self._ready = False
-        self._inflight: dict[RequestKey, anyio.CancelScope] = {}
+        # Per call in flight, how to give it up when the host cancels it.
+        self._inflight: dict[RequestKey, Callable[[], None]] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self._write: WriteFn | None = None
 
@@ -92,11 +95,28 @@ class DirectCalls:
             return False
         if not self._surface.forwards_plainly(name, arguments):
             return False
-        scope = anyio.CancelScope()
-        self._inflight[key] = scope
-        assert self._tg is not None
-        self._tg.start_soon(self._call, key, request_id, name, arguments, scope)
+        self._inflight[key] = _not_sent
+        give_up = self._surface.forward_soon(name, arguments, self._answerer(key, request_id, name))
+        if give_up is None:  # no fast lane (or still gathering): a task waits for the answer
+            scope = anyio.CancelScope()
+            self._inflight[key] = scope.cancel
+            assert self._tg is not None
+            self._tg.start_soon(self._call, key, request_id, name, arguments, scope)
+        elif key in self._inflight:  # not answered yet
+            self._inflight[key] = lambda: give_up("cancelled by the host")
         return True
+
+    def _answerer(
+        self, key: RequestKey, request_id: int | str, name: str
+    ) -> Callable[[dict[str, Any]], None]:
+        """What writes the answer of a call forwarded with no task waiting for it."""
+
+        def answer(result: dict[str, Any]) -> None:
+            self._inflight.pop(key, None)
+            assert self._write is not None
+            self._write(_answer(request_id, name, result))
+
+        return answer
 
     def _take_cancel(self, line: bytes) -> bool:
         message = read_object(line)
@@ -104,10 +124,10 @@ class DirectCalls:
             return False
         params = message.get("params")
         key = id_key(params.get("requestId")) if isinstance(params, dict) else None
-        scope = self._inflight.get(key) if key is not None else None
-        if scope is None:
+        cancel = self._inflight.pop(key, None) if key is not None else None
+        if cancel is None:
             return False
-        scope.cancel()
+        cancel()
         return True
 
     async def _call(
@@ -142,6 +162,10 @@ def _answer(request_id: int | str, name: str, result: dict[str, Any]) -> bytes:
         log.exception("the answer of %s cannot be written as JSON", name)
         failed = f"the answer of {name!r} is not valid JSON"
         return error_line(request_id, INTERNAL_ERROR, failed)
+
+
+def _not_sent() -> None:
+    """Giving up a call whose forwarding has not started: nothing to do."""
 
 
 def _method(line: bytes) -> object:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -21,16 +22,28 @@ class FakeGateway:
 
 
 class FakeSurface:
-    """Answers ``srv__echo`` at once, ``srv__hang`` never, ``srv__boom`` with a bug."""
+    """Answers ``srv__echo`` at once, ``srv__hang`` never, ``srv__boom`` with a bug (each
+    through a waiting task), and ``srv__soon`` when the test calls its ``done`` (no task)."""
 
     def __init__(self) -> None:
         self.gateway = FakeGateway()
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.hanging = anyio.Event()
         self.cancelled = anyio.Event()
+        self.soon: list[Callable[[dict[str, Any]], None]] = []
+        self.given_up: list[str] = []
 
     def forwards_plainly(self, name: str, arguments: dict[str, Any]) -> bool:
         return self.gateway.resolve(name) is not None
+
+    def forward_soon(
+        self, name: str, arguments: dict[str, Any], done: Callable[[dict[str, Any]], None]
+    ) -> Callable[[str], None] | None:
+        if name != "srv__soon":
+            return None
+        self.calls.append((name, arguments))
+        self.soon.append(done)
+        return self.given_up.append
 
     async def call_json(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         self.calls.append((name, arguments))
@@ -124,6 +137,37 @@ async def test_a_host_cancel_stops_the_call_and_no_response_is_written(wired: An
         assert direct.take(call("a", "srv__echo"))  # the id is free again
         await settle()
     assert [w["id"] for w in written] == ["a"] and "result" in written[0]
+
+
+async def test_a_call_sent_with_no_waiting_task_is_answered_when_its_answer_is_read(
+    wired: Any,
+) -> None:
+    direct, fake, written = wired
+    async with anyio.create_task_group() as tg:
+        direct.start(tg, lambda data: written.append(json.loads(data)))
+        direct.take(INITIALIZED)
+        assert direct.take(call(1, "srv__soon", arguments={"x": 2}))
+        assert not direct.take(call(1, "srv__echo"))  # its id is in flight until answered
+        assert written == []
+        fake.soon[0]({"content": [], "isError": False})
+        assert written == [{"jsonrpc": "2.0", "id": 1, "result": {"content": [], "isError": False}}]
+        assert direct.take(call(1, "srv__echo"))  # answered: the id is free again
+        await settle()
+    assert [w["id"] for w in written] == [1, 1]
+    assert fake.calls == [("srv__soon", {"x": 2}), ("srv__echo", {"x": 1})]
+
+
+async def test_a_host_cancel_gives_up_a_call_sent_with_no_waiting_task(wired: Any) -> None:
+    direct, fake, written = wired
+    async with anyio.create_task_group() as tg:
+        direct.start(tg, lambda data: written.append(json.loads(data)))
+        direct.take(INITIALIZED)
+        assert direct.take(call("b", "srv__soon"))
+        assert direct.take(cancel("b"))
+        assert fake.given_up == ["cancelled by the host"]
+        assert not direct.take(cancel("b"))  # nothing is in flight under that id any more
+        await settle()
+    assert written == []
 
 
 async def test_a_failure_in_forwarding_costs_one_call_not_the_connection(wired: Any) -> None:
