@@ -35,7 +35,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 
 from server.settings import DownstreamConfig, OAuthConfig
 
-from .oauth_loopback import HoldFn, LoopbackReceiver, free_port
+from .oauth_loopback import BrowserPolicy, HoldFn, LoopbackReceiver, free_port
 from .oauth_store import ServerTokens, TokenFile
 
 __all__ = ["LOGIN_TIMEOUT", "build_auth", "paused"]
@@ -67,13 +67,13 @@ def build_auth(
     hold: HoldFn = nullcontext,
     login_timeout: float = LOGIN_TIMEOUT,
     on_secret: SecretFn | None = None,
-    may_open: Callable[[], bool] = lambda: True,
+    browser: BrowserPolicy | None = None,
 ) -> httpx2.Auth:
     """The ``httpx2.Auth`` for server ``name`` (its ``oauth`` table, secrets expanded).
 
     ``hold`` suspends the caller's deadline while a person signs in (at most
     ``login_timeout`` seconds); ``on_secret`` receives every token value, for the redactor;
-    ``may_open`` says whether a browser may be opened (else the URL is logged).
+    ``browser`` remembers, across reconnects, whether a browser may be opened.
     """
     oauth = config.oauth
     assert oauth is not None and config.url is not None
@@ -86,7 +86,7 @@ def build_auth(
             _port(name, config.url, oauth, tokens),
             timeout=login_timeout,
             hold=hold,
-            may_open=may_open,
+            browser=browser,
         )
         fixed = _pre_registered(oauth, receiver.redirect_uri)
         storage = ServerTokens(tokens, name, config.url, fixed_client=fixed, on_secret=on_secret)

@@ -13,6 +13,7 @@ import threading
 import webbrowser
 from collections.abc import Callable
 from contextlib import AbstractContextManager, suppress
+from dataclasses import dataclass
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
@@ -20,7 +21,7 @@ import anyio.abc
 from anyio.streams.stapled import MultiListener
 from mcp.client.auth import AuthorizationCodeResult, OAuthFlowError
 
-__all__ = ["CALLBACK_PATH", "LoopbackReceiver", "free_port"]
+__all__ = ["CALLBACK_PATH", "BrowserPolicy", "LoopbackReceiver", "free_port"]
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,14 @@ def free_port() -> int:
         return port
 
 
+@dataclass
+class BrowserPolicy:
+    """Whether a sign-in opens a browser: yes, until one went unanswered (timed out); from
+    then on the URL is only logged, until a sign-in succeeds again."""
+
+    unanswered: bool = False
+
+
 class LoopbackReceiver:
     """Opens the authorization URL and waits for its redirect, at most ``timeout`` seconds."""
 
@@ -55,13 +64,13 @@ class LoopbackReceiver:
         *,
         timeout: float,
         hold: HoldFn,
-        may_open: Callable[[], bool] = lambda: True,
+        browser: BrowserPolicy | None = None,
     ) -> None:
         self.server = server
         self.port = port
         self.timeout = timeout
         self._hold = hold
-        self._may_open = may_open
+        self._browser = browser or BrowserPolicy()
         self._listener: MultiListener[anyio.abc.SocketStream] | None = None
 
     @property
@@ -74,7 +83,7 @@ class LoopbackReceiver:
             self._listener = await anyio.create_tcp_listener(
                 local_host="127.0.0.1", local_port=self.port
             )
-        if not self._may_open():  # one browser tab per server, not one per reconnect
+        if self._browser.unanswered:  # not a new tab per reconnect while no one answers
             log.warning(
                 "to authorize downstream %r, open this URL in a browser (or run "
                 "`context-broker auth login %s`): %s",
@@ -101,8 +110,10 @@ class LoopbackReceiver:
                 while True:
                     result = await _answer_one(socket)
                     if result is not None:
+                        self._browser.unanswered = False
                         return result
         except TimeoutError:
+            self._browser.unanswered = True
             raise OAuthFlowError(
                 f"no authorization of server {self.server!r} within {self.timeout:g}s; sign in "
                 f"with `context-broker auth login {self.server}`"

