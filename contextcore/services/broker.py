@@ -234,7 +234,6 @@ class ContextBroker:
         result, warnings = self._search_agent_items(
             message, steps, in_session, chosen, types, recent
         )
-        mode = result.mode if result is not None else None
         if result is not None:
             items += _found_items(result, steps, recent)
         if self.catalog.pending:
@@ -242,9 +241,24 @@ class ContextBroker:
                 "downstream servers still connecting, their tools were not searched: "
                 + ", ".join(self.catalog.pending)
             )
+        mode = result.mode if result is not None else None
+        return self._record_turn(session.session_id, message, items, mode, warnings, chosen, steps)
+
+    def _record_turn(
+        self,
+        session_id: str,
+        message: str,
+        items: list[RequestItem],
+        mode: str | None,
+        warnings: list[str],
+        chosen: Selection,
+        steps: tuple[str, ...],
+    ) -> RequestContext:
+        """The request context of a turn, with the choice in force, appended to its session's
+        turn log."""
         context = RequestContext(
             new_request_id(),
-            session.session_id,
+            session_id,
             self._stamp(),
             message,
             tuple(items),
@@ -255,7 +269,7 @@ class ContextBroker:
             intents=steps,
             context_turns=_context_turns(items),
         )
-        self.store.append_turn(session.session_id, context)
+        self.store.append_turn(session_id, context)
         return context
 
     def _recent(self, session_id: str, message: str, weight: float) -> Recent:

@@ -29,8 +29,9 @@ from ..gateway import GatewayError
 from ..terminal import EscapingFormatter, escape_lines
 from ..version import broker_version
 from . import auth as auth_cli
-from . import learning as learning_cli
 from .install import CLIENTS, InstallError, install
+from .learning import add_parsers as add_learning_parsers
+from .learning import cmd_forget, cmd_learn, learn_from_log
 from .model_setup import prepare_model_dir
 
 __all__ = ["main"]
@@ -74,7 +75,7 @@ def _parser() -> argparse.ArgumentParser:
     _eval_parser(sub, common)
     _stats_parser(sub, common)
     _tools_parser(sub)
-    learning_cli.add_parsers(sub, common, _add_config)
+    add_learning_parsers(sub, common, _add_config)
     auth_cli.add_parser(sub, common, _add_config)
     _install_parser(sub)
     setup = sub.add_parser(
@@ -307,7 +308,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
                 log.warning("server %s is not connected: %s", status["name"], status["lastError"])
         engine = parts.search
     if args.usage_log is not None:
-        learned = learning_cli.learn_from_log(engine, args.usage_log)
+        learned = learn_from_log(engine, args.usage_log)
         if not args.quiet:
             _eval_progress(f"learned from {learned} logged request(s) of {args.usage_log}")
     from ..ui.eval_report import REPORT_DEPTH
@@ -422,8 +423,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "stats": _cmd_stats,
         "serve": _cmd_serve,
         "tools": _cmd_tools,
-        "learn": learning_cli.cmd_learn,
-        "forget": learning_cli.cmd_forget,
+        "learn": cmd_learn,
+        "forget": cmd_forget,
         "install": _cmd_install,
         "auth": auth_cli.cmd_auth,
     }
