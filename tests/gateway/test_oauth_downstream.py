@@ -49,8 +49,8 @@ async def oauth_downstream() -> AsyncIterator[str]:
         await process.aclose()
 
 
-def _grants(base: str) -> dict[str, int]:
-    counts: dict[str, int] = httpx.get(f"{base}/grants").json()
+def _grants(base: str) -> dict[str, Any]:
+    counts: dict[str, Any] = httpx.get(f"{base}/grants").json()
     return counts
 
 
@@ -97,13 +97,14 @@ async def test_auth_login_status_and_logout_from_a_terminal(
 ) -> None:
     from tests.conformance.client_driver import BROWSER
 
-    config = str(write_config(tmp_path, f"{oauth_downstream}/mcp", {}))
+    config = str(write_config(tmp_path, f"{oauth_downstream}/mcp", {"scopes": ["notes:read"]}))
     code, out, _ = await _cli("auth", "status", "--config", config)
     assert code == 0 and "remote: authorization_code: not signed in" in out
 
     code, out, err = await _cli("auth", "login", "remote", "--config", config, browser=BROWSER)
     assert code == 0, err
     assert out.strip() == "remote: signed in; 1 tool(s) listed"
+    assert _grants(oauth_downstream)["scopes"] == ["notes:read"]  # the configured scopes
     token = _stored(tmp_path)["tokens"]["access_token"]
     assert token not in out + err
 
