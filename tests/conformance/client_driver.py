@@ -97,6 +97,8 @@ async def downstream_tools(session: ClientSession, changed: list[anyio.Event]) -
                 await changed[0].wait()
             changed[0] = anyio.Event()
             row = await server_row(session)
+            if row["state"] == "connected" and row["tool_count"] == 0:
+                return []  # a server without tools: the handshake was the whole scenario
             if row["state"] != "connected" and row["last_error"]:
                 raise SystemExit(f"the broker could not connect: {row['last_error']}")
 
