@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from contextcore.context_text import ToolDirectory, item_block
+from contextcore.context_text import CALL_HINT, ToolDirectory, item_block
 from contextcore.errors import CatalogError
 from contextcore.items import ContextItem, ItemRef, Tool
 from contextcore.services.broker import ContextBroker
@@ -207,10 +207,7 @@ def _get_items(ctx: ToolContext, args: GetItemsArgs) -> ItemsOut:
     items = [ctx.broker.catalog.require(ref) for ref in refs]
     blocks = [item_block(i.ref, i, ctx.tools, f"{i.ref.key}, {i.effective_include}") for i in items]
     if any(isinstance(i, Tool) for i in items):
-        blocks.append(
-            "Call a tool by the name shown when your tool list has it; otherwise call "
-            "`call_tool` with `server`, `tool` and `arguments` matching its input schema."
-        )
+        blocks.append(CALL_HINT)
     return ItemsOut(items=[definition(i, ctx.tools) for i in items], text="\n\n".join(blocks))
 
 
