@@ -145,7 +145,7 @@ def _pre_registered(oauth: OAuthConfig, redirect_uri: str) -> OAuthClientInforma
     return OAuthClientInformationFull(
         client_id=oauth.client_id,
         client_secret=oauth.client_secret,
-        redirect_uris=[redirect_uri],  # type: ignore[list-item]
+        redirect_uris=[redirect_uri],
         grant_types=_CODE_GRANTS,
         token_endpoint_auth_method="client_secret_basic" if oauth.client_secret else "none",
         issuer=oauth.issuer,
@@ -158,7 +158,7 @@ def _person_provider(
     """The authorization code grant: a browser, a loopback redirect, PKCE."""
     metadata = OAuthClientMetadata(
         client_name=_CLIENT_NAME,
-        redirect_uris=[receiver.redirect_uri],  # type: ignore[list-item]
+        redirect_uris=[receiver.redirect_uri],
         grant_types=_CODE_GRANTS,
         scope=_scope(oauth),
     )

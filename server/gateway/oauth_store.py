@@ -76,8 +76,9 @@ class TokenFile:
         return {k: v for k, v in self._read().items() if isinstance(v, dict)}
 
     def _read(self) -> dict[str, Any]:
-        if self.path is None:
-            return json.loads(json.dumps(self._memory))
+        if self.path is None:  # a copy, as a read of the file would give
+            copy: dict[str, Any] = json.loads(json.dumps(self._memory))
+            return copy
         try:
             text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
