@@ -34,6 +34,7 @@ class Catalog:
         self._lock = threading.RLock()
         self.version = 0
         self._pending: tuple[str, ...] = ()
+        self._retired: frozenset[str] = frozenset()
         for item in items:
             if item.ref in self._items:
                 raise CatalogError(
@@ -109,13 +110,37 @@ class Catalog:
             self.version += 1
 
     def replace_server_tools(self, server: str, tools: Iterable[Tool]) -> None:
-        """Swap the whole tool list of one server."""
+        """Swap the whole tool list of one server (which is no longer retired)."""
         with self._lock:
-            for ref in [r for r in self._items if r.type == "tool" and r.server == server]:
-                del self._items[ref]
+            self._drop_tools(server)
             for tool in tools:
                 self._items[tool.ref] = tool
+            self._retired = self._retired - {server}
             self.version += 1
+
+    def retire_server(self, server: str) -> None:
+        """Drop every tool of ``server``, which left the configuration: until it is added
+        again (:meth:`reinstate_server`), :attr:`retired` names it, and sessions leave out
+        the items they hold of it."""
+        with self._lock:
+            self._drop_tools(server)
+            self._retired = self._retired | {server}
+            self.version += 1
+
+    def reinstate_server(self, server: str) -> None:
+        """``server`` is configured again: sessions show their items of it again."""
+        with self._lock:
+            self._retired = self._retired - {server}
+            self.version += 1
+
+    @property
+    def retired(self) -> frozenset[str]:
+        """Servers removed from the configuration while the broker runs."""
+        return self._retired
+
+    def _drop_tools(self, server: str) -> None:
+        for ref in [r for r in self._items if r.type == "tool" and r.server == server]:
+            del self._items[ref]
 
     @property
     def pending(self) -> tuple[str, ...]:

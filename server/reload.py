@@ -1,13 +1,15 @@
 """Config hot reload: SIGHUP, or an edit when ``[server] watch_config = true``.
 
-A reload reads the config and every rule, reference and catalog file again, then applies the
-result in one step: catalog items added, changed or removed (the search index re-embeds only
-chunks whose text changed; its cache is keyed by text hash), the search ranking defaults, and
-the tool settings of running downstream servers (``include``, ``tools``, ``call_policy``). A
-config that does not load keeps the running one and logs why at ERROR. Settings that only take
-effect at startup (transport, ``[server]``, ``[persistence]``, the embedding model, history,
-gateway policy, models, servers added, removed or reconnected differently) are logged as
-needing a restart. Sessions are untouched: they and their turns refer to items by name.
+A reload reads the config and every rule, reference and catalog file again (and the
+``mcp_servers_file``), then applies the result in one step: catalog items added, changed or
+removed (the search index re-embeds only chunks whose text changed; its cache is keyed by text
+hash), the search ranking defaults, and the downstream servers (:meth:`Gateway.reconfigure`:
+new ones started, removed ones stopped with their tools, changed ones connected again, tool
+settings applied in place). A config that does not load keeps the running one and logs why at
+ERROR. Settings that only take effect at startup (transport, ``[server]``, ``[persistence]``,
+the embedding model, history, gateway policy, models, and the first servers of a broker that
+started with none) are logged as needing a restart. Sessions are untouched in the store: they
+and their turns refer to items by name.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import logging
 import signal
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,7 @@ from server.broker import AppParts as BrokerParts
 from server.settings import AppConfig, DownstreamConfig, load_config
 
 from .gateway import Gateway, GatewayError, resolve_servers
+from .gateway.server_state import ServerChanges
 
 __all__ = ["ConfigReloader", "ReloadReport", "serve_with_reload"]
 
@@ -60,12 +63,14 @@ _TEXT_SUFFIXES = (".md", ".mdc")
 
 @dataclass(frozen=True)
 class ReloadReport:
-    """What one reload changed (item keys) and which settings still need a restart."""
+    """What one reload changed (item keys, downstream server names) and which settings
+    still need a restart."""
 
     added: tuple[str, ...]
     changed: tuple[str, ...]
     removed: tuple[str, ...]
     restart_needed: tuple[str, ...]
+    servers: ServerChanges = field(default_factory=ServerChanges)
 
 
 @dataclass(frozen=True)
@@ -110,10 +115,11 @@ class ConfigReloader:
         catalog.apply(upserts, removals)
         self.parts.search.settings = search_settings(plan.config)
         later = self._restart_needed(plan.config)
+        servers = ServerChanges()
         if self.gateway is not None:
-            later += [f"servers.{name}" for name in self.gateway.retune(plan.servers)]
+            servers = self.gateway.reconfigure(plan.servers)
         elif plan.config.servers or plan.config.mcp_servers_file is not None:
-            later.append("servers")
+            later.append("servers")  # no gateway to start them in: built at startup only
         self._loaded = set(plan.items)
         self.config = plan.config
         return ReloadReport(
@@ -121,6 +127,7 @@ class ConfigReloader:
             changed=tuple(i.ref.key for i in upserts if i.ref in known),
             removed=tuple(ref.key for ref in removals),
             restart_needed=tuple(later),
+            servers=servers,
         )
 
     def reload(self) -> ReloadReport | None:
@@ -177,6 +184,14 @@ class ConfigReloader:
             len(report.changed),
             len(report.removed),
         )
+        servers = report.servers
+        for verb, names in (
+            ("started", servers.added),
+            ("stopped", servers.removed),
+            ("restarted with its new definition", servers.restarted),
+        ):
+            for name in names:
+                log.info("config reload: downstream server %r %s", name, verb)
         for setting in report.restart_needed:
             log.warning("config reload: %s changed; it takes effect only after a restart", setting)
         return report

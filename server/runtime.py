@@ -82,7 +82,6 @@ def build_runtime(config: AppConfig, config_path: Path) -> Runtime:
             parts.broker,
             history=history,
             notifier=notifier,
-            record={name: cfg.record_calls for name, cfg in servers.items()},
             record_max_chars=config.gateway.record_max_chars,
             startup_budget=config.gateway.startup_budget,
             observer=observer,

@@ -83,7 +83,8 @@ class ContextBroker:
     def session(self, session_id: object) -> Session:
         """A session's header and items (not its turns: see :meth:`turns`); raise
         ``SessionError`` for a malformed or unknown id. Its items follow the catalog:
-        ``always`` items that appeared since are added unless the session removed them."""
+        ``always`` items that appeared since are added unless the session removed them, and
+        items of a server removed from the configuration are left out while it is gone."""
         sid = check_session_id(session_id)
         header = self.store.header(sid)
         if header is None:
@@ -95,6 +96,9 @@ class ContextBroker:
         new = [SessionItem(ref, "always") for ref in self._always_refs() if ref not in known]
         if new:
             items = (*items, *self.store.add_items(sid, new))
+        retired = self.catalog.retired
+        if retired:  # kept in the store: they are back when their server is
+            items = tuple(i for i in items if i.ref.server not in retired)
         return Session(
             sid,
             header.agent,

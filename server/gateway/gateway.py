@@ -32,7 +32,7 @@ from .errors import GatewayError
 from .models import ExposedTool, GatewaySettings, ServerStatus
 from .naming import assign_names
 from .secrets import Redactor
-from .server_state import ServerState, ServerTable
+from .server_state import ServerChanges, ServerState, ServerTable, diff_servers
 from .servers_file import resolve_servers
 from .supervisor import Supervisor
 from .trust import ToolGate, log_report
@@ -74,8 +74,12 @@ class Gateway:
         self._servers = ServerTable(servers, self.redactor)
         self._names: dict[tuple[str, str], str] = {}
         self._by_exposed: dict[str, tuple[str, str]] = {}
+        # Exposed names of removed servers' tools: a host calling one is told the server is
+        # gone (a tool error), as it would be through call_tool, not "unknown tool".
+        self._gone: dict[str, tuple[str, str]] = {}
         self._exposed_fingerprint: tuple[Any, ...] = ()
         self._tg: anyio.abc.TaskGroup | None = None
+        self._scopes: dict[str, anyio.CancelScope] = {}  # each running supervisor's task
         self._proxy = ResourceProxy(self._servers, self.redactor)
 
     @classmethod
@@ -90,21 +94,8 @@ class Gateway:
     async def __aenter__(self) -> Gateway:
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
-        now = anyio.current_time()
-        for server in self._servers:
-            server.started_at = now
-            if not server.config.enabled:
-                self._set(server, state="disabled")
-                server.first_attempt_done.set()
-                continue
-            supervisor = Supervisor(
-                server,
-                settings=self.settings,
-                redactor=self.redactor,
-                environ=self._environ,
-                on_tools=self._apply_tools,
-            )
-            self._tg.start_soon(supervisor.run, name=f"gateway:{server.name}")
+        for server in list(self._servers):
+            self._start(server)
         if self.gate.pins.path is not None:
             self._tg.start_soon(self._watch_pins, name="gateway:pins")
         return self
@@ -168,27 +159,31 @@ class Gateway:
         state = self._servers.find(server)
         return state.config if state is not None else None
 
-    def retune(self, servers: Mapping[str, DownstreamConfig]) -> list[str]:
-        """Apply new tool settings (``include``, ``tools``, ``call_policy``) to the servers
-        already running; return the names of servers added, removed or otherwise changed,
-        whose new settings take effect only after a restart."""
-        later = sorted(set(servers) ^ set(self._servers.names()))
-        for state in self._servers:
-            name = state.name
-            new = servers.get(name)
-            if new is None:
-                continue
-            tuned = state.config.model_copy(
-                update={"include": new.include, "tools": new.tools, "call_policy": new.call_policy}
-            )
-            if tuned != new:
-                later.append(name)
-            if tuned != state.config:
-                state.config = tuned
-                if state.tools:
-                    self.catalog.replace_server_tools(name, state.catalog_items(state.tools))
+    def reconfigure(self, servers: Mapping[str, DownstreamConfig]) -> ServerChanges:
+        """Bring the running servers to ``servers`` (a reload): start the new ones, stop the
+        removed ones (their tools leave the catalog and their names go), connect again those
+        defined differently, and apply changed :data:`LIVE_SETTINGS` in place. Hosts hear of
+        the change in exposed tools as usual. Call it on the event loop's thread."""
+        changes = diff_servers(self._servers.configs(), servers)
+        for name in changes.removed:
+            self._stop(name)
+            self.catalog.retire_server(name)
+            self._gone |= {n: key for key, n in self._names.items() if key[0] == name}
+        for name in changes.restarted:
+            old = self._stop(name)
+            self._start(old.redefined(servers[name]))
+        for name in changes.added:
+            self.catalog.reinstate_server(name)
+            self._gone = {n: key for n, key in self._gone.items() if key[0] != name}
+            self._start(ServerState(name, servers[name], self.redactor))
+        for name in changes.retuned:
+            self._servers.get(name).config = servers[name]
+        for name in (*changes.restarted, *changes.retuned):
+            state = self._servers.get(name)
+            self.catalog.replace_server_tools(name, state.catalog_items(state.tools))
+        self._rename()
         self._notify_exposed()
-        return sorted(later)
+        return changes
 
     def exposed_name(self, server: str, tool: str) -> str | None:
         """The name a downstream tool is called by directly (``<server>__<tool>``), if known."""
@@ -308,6 +303,43 @@ class Gateway:
 
     # -- internals ----------------------------------------------------------------------
 
+    def _start(self, server: ServerState) -> None:
+        """Put ``server`` in the table and, once the gateway runs, its supervisor in a task
+        of its own that :meth:`_stop` can cancel."""
+        self._servers.add(server)
+        if self._tg is None:
+            return  # entering the gateway starts it
+        server.started_at = anyio.current_time()
+        if not server.config.enabled:
+            self._set(server, state="disabled")
+            server.first_attempt_done.set()
+            return
+        supervisor = Supervisor(
+            server,
+            settings=self.settings,
+            redactor=self.redactor,
+            environ=self._environ,
+            on_tools=self._apply_tools,
+        )
+        scope = self._scopes[server.name] = anyio.CancelScope()
+        self._tg.start_soon(self._supervise, supervisor, scope, name=f"gateway:{server.name}")
+
+    @staticmethod
+    async def _supervise(supervisor: Supervisor, scope: anyio.CancelScope) -> None:
+        with scope:
+            await supervisor.run()
+
+    def _stop(self, name: str) -> ServerState:
+        """Take the server out of the table and end its task: its connection closes (a stdio
+        server's process is stopped) and calls in flight on it fail."""
+        server = self._servers.remove(name)
+        assert server is not None, name
+        scope = self._scopes.pop(name, None)
+        if scope is not None:
+            scope.cancel()
+        server.connection = None
+        return server
+
     def _redacted_progress(
         self, callback: Callable[[float, float | None, str | None], Awaitable[None]] | None
     ) -> ProgressFnT | None:
@@ -325,6 +357,8 @@ class Gateway:
     def _apply_tools(
         self, server: ServerState, tools: list[types.Tool], connection: Connection
     ) -> None:
+        if self._servers.find(server.name) is not server:
+            return  # a listing that arrived as its server was stopped
         self._admit(server, tools)
         self._set(
             server,
@@ -366,7 +400,7 @@ class Gateway:
         pairs = [(s.name, t.name) for s in self._servers for t in s.tools]
         pairs += [(s.name, name) for s in self._servers for name in s.held]
         self._names = assign_names(pairs)
-        self._by_exposed = {name: key for key, name in self._names.items()}
+        self._by_exposed = self._gone | {name: key for key, name in self._names.items()}
 
     def _notify_exposed(self) -> None:
         exposed = self.exposed_tools()

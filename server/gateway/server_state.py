@@ -5,7 +5,8 @@ A :class:`ServerState` holds what the gateway knows about one server (its settin
 live connection, admitted and held tools, trust report, failures, connection state) and the
 behaviour that reads only that: the live connection for a call, what a failed call means, the
 held-tool refusal and the status row. :class:`ServerTable` holds every configured server by
-name and answers lookups with errors that name the servers there are.
+name and answers lookups with errors that name the servers there are; a reload changes it
+through :func:`diff_servers` (which servers to start, stop, restart or retune).
 """
 
 from __future__ import annotations
@@ -35,9 +36,12 @@ from .models import ConnectionState, ServerStatus
 from .secrets import Redactor
 from .trust import HeldTool, TrustReport, approve_hint
 
-__all__ = ["ServerState", "ServerTable"]
+__all__ = ["LIVE_SETTINGS", "ServerChanges", "ServerState", "ServerTable", "diff_servers"]
 
 log = logging.getLogger(__name__)
+
+# What a running server takes over without a restart; any other change restarts it.
+LIVE_SETTINGS = ("include", "tools", "call_policy", "record_calls")
 
 
 @dataclass
@@ -59,6 +63,16 @@ class ServerState:
     started_at: float = 0.0
     first_attempt_done: anyio.Event = field(default_factory=anyio.Event)
     refresh_wanted: anyio.Event = field(default_factory=anyio.Event)
+
+    def redefined(self, config: DownstreamConfig) -> ServerState:
+        """A fresh state for this server under a new definition, to connect again. Unless it
+        is disabled now, it keeps the tools last admitted (listed as before, calls told the
+        server is starting) until its new connection lists its own."""
+        fresh = ServerState(self.name, config, self.redactor)
+        if config.enabled:
+            fresh.tools, fresh.listing = self.tools, self.listing
+            fresh.held, fresh.trust = self.held, self.trust
+        return fresh
 
     @property
     def connected(self) -> bool:
@@ -167,12 +181,28 @@ class ServerTable:
         self._by_name = {
             name: ServerState(name, cfg, redactor) for name, cfg in sorted(servers.items())
         }
+        self._removed: set[str] = set()  # taken out by a reload: named so in errors
 
     def __iter__(self) -> Iterator[ServerState]:
         return iter(self._by_name.values())
 
     def names(self) -> list[str]:
         return list(self._by_name)
+
+    def configs(self) -> dict[str, DownstreamConfig]:
+        """The settings in force, by server name."""
+        return {name: state.config for name, state in self._by_name.items()}
+
+    def add(self, state: ServerState) -> None:
+        """Put ``state`` in the table, replacing a server of the same name."""
+        self._by_name[state.name] = state
+        self._by_name = dict(sorted(self._by_name.items()))
+        self._removed.discard(state.name)
+
+    def remove(self, name: str) -> ServerState | None:
+        """Take the server named ``name`` out of the table; it is returned, or None."""
+        self._removed.add(name)
+        return self._by_name.pop(name, None)
 
     def find(self, name: str) -> ServerState | None:
         return self._by_name.get(name)
@@ -182,11 +212,48 @@ class ServerTable:
         server = self._by_name.get(name)
         if server is None:
             known = ", ".join(self._by_name) or "none"
+            why = " any more (removed from the config)" if name in self._removed else ""
             raise UnknownServerError(
-                f"no downstream server named {name!r}; configured servers: {known}", server=name
+                f"no downstream server named {name!r}{why}; configured servers: {known}",
+                server=name,
             )
         return server
 
     def live(self) -> list[tuple[ServerState, Connection]]:
         """The servers connected right now, with their connections."""
         return [(s, s.connection) for s in self if s.connected and s.connection is not None]
+
+
+@dataclass(frozen=True)
+class ServerChanges:
+    """How one configuration of servers differs from the running one, by server name."""
+
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    restarted: tuple[str, ...] = ()  # defined differently: connected again with the new settings
+    retuned: tuple[str, ...] = ()  # only :data:`LIVE_SETTINGS` changed: applied in place
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.removed or self.restarted or self.retuned)
+
+
+def diff_servers(
+    running: Mapping[str, DownstreamConfig], wanted: Mapping[str, DownstreamConfig]
+) -> ServerChanges:
+    """What it takes to go from the ``running`` servers to the ``wanted`` ones."""
+    restarted, retuned = [], []
+    for name in sorted(set(running) & set(wanted)):
+        old, new = running[name], wanted[name]
+        if old == new:
+            continue
+        live = {key: getattr(new, key) for key in LIVE_SETTINGS}
+        if old.model_copy(update=live) == new:
+            retuned.append(name)
+        else:
+            restarted.append(name)
+    return ServerChanges(
+        added=tuple(sorted(set(wanted) - set(running))),
+        removed=tuple(sorted(set(running) - set(wanted))),
+        restarted=tuple(restarted),
+        retuned=tuple(retuned),
+    )

@@ -154,7 +154,6 @@ class GatewaySurface:
         *,
         history: HistoryService,
         notifier: HostNotifier,
-        record: Mapping[str, bool] | None = None,
         record_max_chars: int = 20_000,
         startup_budget: float = 5.0,
         observer: Observer | None = None,
@@ -166,7 +165,6 @@ class GatewaySurface:
         self.history = history
         self.notifier = notifier
         self.directory = GatewayDirectory(gateway, broker.catalog)
-        self._record = dict(record or {})
         self._record_max_chars = record_max_chars
         self._startup_budget = startup_budget
         self._gathered = False  # the first gathering is over and the catalog says so
@@ -389,7 +387,8 @@ class GatewaySurface:
         done = ProxiedCall(
             call.server, call.tool, call.arguments, text, bool(result.is_error), time.time()
         )
-        in_history = self._record.get(call.server, True)
+        config = self.gateway.server_config(call.server)  # in force now: reloads change it
+        in_history = config.record_calls if config is not None else True
         try:
             await anyio.to_thread.run_sync(
                 lambda: self.history.record_call(sid, done, in_history=in_history)

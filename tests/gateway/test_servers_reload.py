@@ -1,0 +1,246 @@
+"""Downstream servers added, changed and removed by a config reload, without a restart:
+a real ``context-broker serve`` over stdio (the file watcher) and over Streamable HTTP
+(SIGHUP), with real downstream processes, and the gateway's plan in process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client, StdioServerParameters, stdio_client
+
+from server.gateway.server_state import ServerChanges, diff_servers
+from server.settings import DownstreamConfig
+from tests.support.broker_procs import BROKER, running_broker, server_env
+from tests.support.mcp_calls import call
+from tests.support.polling import eventually
+
+NAMED = Path(__file__).parent / "fixtures" / "named_tools.py"
+LIST_CHANGED = "notifications/tools/list_changed"
+TAG_ENV = "SERVERS_RELOAD_TEST_TAG"
+# The session items (server/tool/mode) of each server's tools: the fixture adds ``grow``.
+ALPHA = {"alpha/grow/always", "alpha/ping/always"}
+BETA = {"beta/grow/always", "beta/pong/always"}
+
+
+def server_table(name: str, *tools: str, tag: str) -> str:
+    """A ``[servers.NAME]`` table running the named-tools fixture; ``tag`` marks its process
+    (in its environment)."""
+    args = ", ".join(f'"{a}"' for a in (str(NAMED), *tools))
+    return (
+        f'\n[servers.{name}]\ncommand = "{sys.executable}"\nargs = [{args}]\n'
+        f'env = {{ {TAG_ENV} = "{tag}" }}\n'
+    )
+
+
+def write_config(folder: Path, servers: str, *, watch: bool = False) -> Path:
+    path = folder / "broker.toml"
+    server = "\n[server]\nwatch_config = true\n" if watch else ""
+    path.write_text(f"[search]\nsemantic = false\n{server}{servers}", encoding="utf-8")
+    return path
+
+
+def pids_with(tag: str) -> list[int]:
+    """Live processes started with ``tag`` in their environment: a fixture server's."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+        if f"{TAG_ENV}={tag}".encode() in environ and not _zombie(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+def _zombie(pid: int) -> bool:
+    """Whether ``pid`` only waits to be reaped (it runs nothing any more)."""
+    try:
+        return (Path(f"/proc/{pid}") / "stat").read_text().split(") ")[1].startswith("Z")
+    except OSError:
+        return True
+
+
+class Host:
+    """A handshake-era host: its client, and how many ``tools/list_changed`` it heard."""
+
+    def __init__(self) -> None:
+        self.client: Client | None = None
+        self.heard = 0
+
+    async def on_message(self, message: Any) -> None:
+        if getattr(message, "method", None) == LIST_CHANGED:
+            self.heard += 1
+
+    async def names(self) -> set[str]:
+        assert self.client is not None
+        return {t.name for t in (await self.client.list_tools()).tools}
+
+    async def listed_after_notice(self, since: int, present: str, absent: str = "") -> None:
+        """Wait for a ``tools/list_changed`` after ``since`` notices, then for a tool list
+        that has ``present`` (if given) and not ``absent`` (if given)."""
+
+        async def shown() -> bool:
+            names = await self.names()
+            return (not present or present in names) and absent not in names
+
+        await eventually(lambda: self.heard > since, within=30, what="tools/list_changed")
+        await eventually(shown, within=30, what=f"{present or absent!r} (un)listed")
+
+
+async def session_tools(client: Client, sid: str) -> set[str]:
+    session = await call(client, "list_session_context", session_id=sid)
+    return {
+        f"{i['server']}/{i['name']}/{i['include_mode']}"
+        for i in session["items"]
+        if i["type"] == "tool"
+    }
+
+
+@asynccontextmanager
+async def stdio_broker(config: Path, host: Host) -> AsyncIterator[Path]:
+    """The broker over stdio for ``host``; yields its stderr log."""
+    log_path = config.parent / "stderr.log"
+    params = StdioServerParameters(
+        command=BROKER, args=["serve", "--config", str(config)], env=server_env()
+    )
+    with log_path.open("w") as errlog:
+        async with Client(
+            stdio_client(params, errlog=errlog), mode="legacy", message_handler=host.on_message
+        ) as client:
+            host.client = client
+            yield log_path
+
+
+async def test_a_watched_config_adds_and_removes_a_server_without_a_restart(
+    tmp_path: Path,
+) -> None:
+    alpha = server_table("alpha", "ping", tag=f"alpha-{tmp_path.name}")
+    beta_tag = f"beta-{tmp_path.name}"
+    config = write_config(tmp_path, alpha, watch=True)
+    host = Host()
+    with anyio.fail_after(120):
+        async with stdio_broker(config, host) as log_path:
+            client = host.client
+            assert client is not None
+            assert "alpha__ping" in await host.names()
+            sid = (await call(client, "create_session"))["session_id"]
+            assert await session_tools(client, sid) == ALPHA
+            await eventually(lambda: "watching" in log_path.read_text(), within=30)
+
+            heard = host.heard
+            config.write_text(
+                config.read_text() + server_table("beta", "pong", tag=beta_tag), encoding="utf-8"
+            )
+            await host.listed_after_notice(heard, "beta__pong")
+            direct = await client.call_tool("beta__pong", {"text": "hi"})
+            assert not direct.is_error and direct.content[0].text == "pong:hi"  # type: ignore[union-attr]
+            proxied = await client.call_tool(
+                "call_tool", {"server": "beta", "tool": "pong", "arguments": {"text": "yo"}}
+            )
+            assert not proxied.is_error and "pong:yo" in proxied.content[0].text  # type: ignore[union-attr]
+            assert await session_tools(client, sid) == ALPHA | BETA
+            by_hand = (await call(client, "create_session"))["session_id"]
+            pong = {"session_id": by_hand, "type": "tool", "name": "pong", "server": "beta"}
+            await call(client, "remove_context_item", **pong)
+            await call(client, "add_context_item", **pong)
+            by_hand_items = ALPHA | {"beta/grow/always", "beta/pong/manual"}
+            assert await session_tools(client, by_hand) == by_hand_items
+            (beta_pid,) = pids_with(beta_tag)
+
+            heard = host.heard
+            write_config(tmp_path, alpha, watch=True)
+            await host.listed_after_notice(heard, "alpha__ping", absent="beta__pong")
+            # Called directly by the name the host listed, or through call_tool: a tool error.
+            removed = "no downstream server named 'beta' any more (removed from the config)"
+            gone = await client.call_tool("beta__pong", {"text": "hi"})
+            refused = await client.call_tool("call_tool", {"server": "beta", "tool": "pong"})
+            for result in (gone, refused):
+                assert result.is_error and removed in result.content[0].text  # type: ignore[union-attr]
+            await eventually(lambda: not pids_with(beta_tag), within=30, what="beta stopped")
+            assert _zombie(beta_pid)  # gone, or only waiting to be reaped
+            assert await session_tools(client, sid) == ALPHA
+            assert await session_tools(client, by_hand) == ALPHA
+            servers = await call(client, "list_servers")
+            assert [s["name"] for s in servers["servers"]] == ["alpha"]
+            catalog = await call(client, "list_catalog", types=["tool"])
+            assert {i["server"] for i in catalog["items"]} == {"alpha"}
+    log = log_path.read_text()
+    assert "downstream server 'beta' started" in log and "'beta' stopped" in log
+    assert "takes effect only after a restart" not in log
+
+
+async def test_sighup_over_http_restarts_a_changed_server_and_keeps_its_pins(
+    tmp_path: Path,
+) -> None:
+    tag = f"beta-{tmp_path.name}"
+    config = write_config(tmp_path, server_table("alpha", "ping", tag=f"alpha-{tmp_path.name}"))
+    host = Host()
+    async with running_broker(config) as (url, proc):
+        with anyio.fail_after(120):
+            async with Client(
+                f"{url}/mcp", mode="legacy", message_handler=host.on_message
+            ) as client:
+                host.client = client
+                assert "beta__pong" not in await host.names()
+
+                async def reload(servers: str) -> None:
+                    write_config(tmp_path, servers)
+                    os.kill(proc.pid, signal.SIGHUP)
+
+                alpha = server_table("alpha", "ping", tag=f"alpha-{tmp_path.name}")
+                heard = host.heard
+                await reload(alpha + server_table("beta", "pong", tag=tag))
+                await host.listed_after_notice(heard, "beta__pong")
+                first = await eventually(lambda: pids_with(tag), within=30)
+
+                # Defined differently: connected again (a new process); a tool it did not
+                # have before is held by the pins its name already has, as after a restart.
+                await reload(alpha + server_table("beta", "pong", "extra", tag=tag))
+                await eventually(lambda: (pids := pids_with(tag)) and pids != first, within=30)
+                status = await eventually(lambda: _beta_held(client), within=30)
+                assert status["state"] == "connected"
+                assert "beta__extra" not in await host.names()
+                answer = await client.call_tool("beta__pong", {"text": "again"})
+                assert answer.content[0].text == "pong:again"  # type: ignore[union-attr]
+
+                heard = host.heard
+                await reload(alpha)
+                await host.listed_after_notice(heard, "alpha__ping", absent="beta__pong")
+                await eventually(lambda: not pids_with(tag), within=30, what="beta stopped")
+
+                heard = host.heard
+                await reload(alpha + server_table("beta", "pong", tag=tag))
+                await host.listed_after_notice(heard, "beta__pong")
+                again = await client.call_tool("beta__pong", {"text": "back"})
+                assert again.content[0].text == "pong:back"  # type: ignore[union-attr]
+
+
+async def _beta_held(client: Client) -> dict[str, Any] | None:
+    servers = (await call(client, "list_servers"))["servers"]
+    beta = next((s for s in servers if s["name"] == "beta"), None)
+    trust = (beta or {}).get("trust") or {}
+    held = [h["tool"] for h in trust.get("held", [])]
+    return beta if beta and beta["state"] == "connected" and held == ["extra"] else None
+
+
+def test_a_reload_plan_tells_live_tool_settings_from_a_new_definition() -> None:
+    time = DownstreamConfig(command="mcp-server-time")
+    running = {"time": time, "git": DownstreamConfig(command="mcp-server-git")}
+    wanted = {
+        "time": time.model_copy(update={"include": "agent", "record_calls": False}),
+        "git": DownstreamConfig(command="mcp-server-git", args=("--repository", ".")),
+        "fetch": DownstreamConfig(url="http://127.0.0.1:9/mcp"),
+    }
+    changes = diff_servers(running, wanted)
+    assert changes == ServerChanges(added=("fetch",), restarted=("git",), retuned=("time",))
+    assert not diff_servers(wanted, wanted)
+    assert diff_servers(wanted, {}).removed == ("fetch", "git", "time")
