@@ -36,6 +36,7 @@ timeout = 5
     )
     async with stdio_broker(config, log=tmp_path / "broker.log") as host:
         listed = await host.request("tools/list")
+        assert "result" in listed, listed
         assert "slow__wait" in [t["name"] for t in listed["result"]["tools"]]
         yield host
 

@@ -11,7 +11,7 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -23,19 +23,11 @@ from anyio.streams.text import TextReceiveStream
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from tests.support.broker_procs import BROKER, running_broker, server_env
+from tests.support.handshake import INITIALIZE
+from tests.support.polling import eventually
 
 TIME = str(Path(sys.executable).parent / "mcp-server-time")
 DEPTH = "CONTEXT_BROKER_DEPTH"
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "test", "version": "1"},
-    },
-}
 PING = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 
@@ -132,16 +124,6 @@ def _brokers_serving(config: Path) -> list[int]:
         for pid in _processes()
         if str(config) in (cmd := _cmdline(pid)) and "context-broker serve" in cmd
     ]
-
-
-async def _until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    """Wait (polling, bounded) until ``predicate()`` holds."""
-    try:
-        with anyio.fail_after(timeout):
-            while not predicate():
-                await anyio.sleep(0.05)
-    except TimeoutError:
-        raise AssertionError(f"not within {timeout}s: {what}") from None
 
 
 # -- configs -------------------------------------------------------------------------------
@@ -306,37 +288,45 @@ async def test_a_broker_two_levels_down_starts_no_downstream_at_all(tmp_path: Pa
 async def test_sigkill_of_the_broker_kills_a_downstream_that_ignores_stdin(tmp_path: Path) -> None:
     config, pid_file = _sleeper(tmp_path)
     async with _broker_process(config) as broker:
-        await _until(pid_file.exists, 30, "the downstream started")
+        await eventually(pid_file.exists, within=30, what="the downstream started")
         pids = _pids(pid_file)
         assert all(_alive(pid) for pid in pids)
         broker.send_signal(signal.SIGKILL)
-        await _until(lambda: not any(_alive(pid) for pid in pids), 10, f"{pids} gone")
-        await _until(lambda: not _watchers_of(pids[0]), 10, "the watcher exited too")
+        await eventually(
+            lambda: not any(_alive(pid) for pid in pids), within=10, what=f"{pids} gone"
+        )
+        await eventually(
+            lambda: not _watchers_of(pids[0]), within=10, what="the watcher exited too"
+        )
 
 
 async def test_a_normal_stop_leaves_no_watcher_behind(tmp_path: Path) -> None:
     config, pid_file = _sleeper(tmp_path)
     async with _broker_process(config) as broker:
-        await _until(pid_file.exists, 30, "the downstream started")
+        await eventually(pid_file.exists, within=30, what="the downstream started")
         server = _pids(pid_file)[0]
         assert _watchers_of(server), "each stdio server has a watcher"
         assert broker.stdin is not None
         await broker.stdin.aclose()  # the host goes away: the broker shuts down normally
         with anyio.fail_after(30):
             await broker.wait()
-        await _until(lambda: not _alive(server) and not _watchers_of(server), 10, "all gone")
+        await eventually(
+            lambda: not _alive(server) and not _watchers_of(server), within=10, what="all gone"
+        )
 
 
 async def test_a_normal_stop_kills_what_a_downstream_left_behind(tmp_path: Path) -> None:
     config, pid_file = _sleeper(tmp_path, "--exit-on-eof")
     async with _broker_process(config) as broker:
-        await _until(pid_file.exists, 30, "the downstream started")
+        await eventually(pid_file.exists, within=30, what="the downstream started")
         pids = _pids(pid_file)
         assert broker.stdin is not None
         await broker.stdin.aclose()  # the host goes away: the broker shuts down normally
         with anyio.fail_after(30):
             await broker.wait()
-        await _until(lambda: not any(_alive(pid) for pid in pids), 10, f"{pids} gone")
+        await eventually(
+            lambda: not any(_alive(pid) for pid in pids), within=10, what=f"{pids} gone"
+        )
 
 
 # -- a corrupt embedding cache ----------------------------------------------------------------
@@ -362,7 +352,7 @@ async def test_a_corrupt_embedding_cache_is_rebuilt_with_a_warning(tmp_path: Pat
 async def test_idle_streamable_http_sessions_expire(tmp_path: Path) -> None:
     config = _config(tmp_path, "[server.http]\nsession_idle_timeout = 0.5\n")
     async with running_broker(config) as (url, _), httpx2.AsyncClient(timeout=10) as http:
-        opened = await http.post(f"{url}/mcp", json=INIT, headers=HEADERS)
+        opened = await http.post(f"{url}/mcp", json=INITIALIZE, headers=HEADERS)
         session = {**HEADERS, "mcp-session-id": opened.headers["mcp-session-id"]}
         fresh = await http.post(f"{url}/mcp", json=PING, headers=session)
         await anyio.sleep(2.0)  # the behaviour under test: 4x the idle timeout passes

@@ -15,6 +15,8 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
+from tests.support.polling import eventually
+
 pytestmark = pytest.mark.model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -285,9 +287,12 @@ include = "always"
             )
             assert not failed
             assert "still connecting" in early and "late" in early, early
-            while "late/ping" not in listed:
-                await anyio.sleep(0.2)  # polling what a host would see, bounded above
+
+            async def late_listed() -> bool:  # polling what a host would see
                 listed, _ = await call_text(client, "list_session_context", session_id=sid)
+                return "late/ping" in listed
+
+            await eventually(late_listed, within=60, every=0.2)
             later, _ = await call_text(
                 client, "build_request_context", session_id=sid, message="ping the late server"
             )

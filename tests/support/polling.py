@@ -36,7 +36,7 @@ async def eventually(
                 if inspect.isawaitable(outcome):
                     outcome = await outcome
                 if outcome:
-                    return outcome  # type: ignore[return-value]
+                    return outcome
                 last = outcome
                 await anyio.sleep(every)
     except TimeoutError:

@@ -101,12 +101,17 @@ class StdioHost:
         for i, message in enumerate(self.unclaimed):
             if _is_answer(message, request_id):
                 return self.unclaimed.pop(i)
-        with anyio.fail_after(self.within if within is None else within):
-            while True:
-                message = await self._next()
-                if _is_answer(message, request_id):
-                    return message
-                self.unclaimed.append(message)
+        bound = self.within if within is None else within
+        try:
+            with anyio.fail_after(bound):
+                while True:
+                    message = await self._next()
+                    if _is_answer(message, request_id):
+                        return message
+                    self.unclaimed.append(message)
+        except TimeoutError:
+            said = f"no answer under id {request_id!r} within {bound:g}s"
+            raise AssertionError(said + self._log_tail()) from None
 
     async def request(self, method: str, params: Any = None) -> dict[str, Any]:
         """Send a request under a fresh id and return its response."""
