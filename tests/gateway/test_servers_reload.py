@@ -4,6 +4,7 @@ a real ``context-broker serve`` over stdio (the file watcher) and over Streamabl
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -39,10 +40,21 @@ def server_table(name: str, *tools: str, tag: str) -> str:
     )
 
 
-def write_config(folder: Path, servers: str, *, watch: bool = False) -> Path:
+def write_config(folder: Path, servers: str, *, watch: bool = False, top: str = "") -> Path:
     path = folder / "broker.toml"
     server = "\n[server]\nwatch_config = true\n" if watch else ""
-    path.write_text(f"[search]\nsemantic = false\n{server}{servers}", encoding="utf-8")
+    path.write_text(f"{top}[search]\nsemantic = false\n{server}{servers}", encoding="utf-8")
+    return path
+
+
+def write_servers_file(folder: Path, **servers: tuple[list[str], str]) -> Path:
+    """A host-style ``mcpServers`` file: name → (tools, tag) of named-tools fixtures."""
+    path = folder / "servers.json"
+    entries = {
+        name: {"command": sys.executable, "args": [str(NAMED), *tools], "env": {TAG_ENV: tag}}
+        for name, (tools, tag) in servers.items()
+    }
+    path.write_text(json.dumps({"mcpServers": entries}), encoding="utf-8")
     return path
 
 
@@ -178,7 +190,7 @@ async def test_a_watched_config_adds_and_removes_a_server_without_a_restart(
     assert "takes effect only after a restart" not in log
 
 
-async def test_sighup_over_http_restarts_a_changed_server_and_keeps_its_pins(
+async def test_sighup_over_http_restarts_a_changed_server_keeps_its_pins_and_reads_the_servers_file(
     tmp_path: Path,
 ) -> None:
     tag = f"beta-{tmp_path.name}"
@@ -192,8 +204,8 @@ async def test_sighup_over_http_restarts_a_changed_server_and_keeps_its_pins(
                 host.client = client
                 assert "beta__pong" not in await host.names()
 
-                async def reload(servers: str) -> None:
-                    write_config(tmp_path, servers)
+                async def reload(servers: str, top: str = "") -> None:
+                    write_config(tmp_path, servers, top=top)
                     os.kill(proc.pid, signal.SIGHUP)
 
                 alpha = server_table("alpha", "ping", tag=f"alpha-{tmp_path.name}")
@@ -222,6 +234,21 @@ async def test_sighup_over_http_restarts_a_changed_server_and_keeps_its_pins(
                 await host.listed_after_notice(heard, "beta__pong")
                 again = await client.call_tool("beta__pong", {"text": "back"})
                 assert again.content[0].text == "pong:back"  # type: ignore[union-attr]
+
+                # A server of the mcp_servers_file comes and goes with that file.
+                gamma = f"gamma-{tmp_path.name}"
+                write_servers_file(tmp_path, gamma=(["zap"], gamma))
+                heard = host.heard
+                await reload(alpha, top='mcp_servers_file = "servers.json"\n')
+                await host.listed_after_notice(heard, "gamma__zap", absent="beta__pong")
+                zap = await client.call_tool("gamma__zap", {"text": "z"})
+                assert zap.content[0].text == "zap:z"  # type: ignore[union-attr]
+                await eventually(lambda: not pids_with(tag), within=30, what="beta stopped")
+                heard = host.heard
+                write_servers_file(tmp_path)
+                os.kill(proc.pid, signal.SIGHUP)
+                await host.listed_after_notice(heard, "alpha__ping", absent="gamma__zap")
+                await eventually(lambda: not pids_with(gamma), within=30, what="gamma stopped")
 
 
 async def _beta_held(client: Client) -> dict[str, Any] | None:
