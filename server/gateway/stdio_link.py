@@ -295,8 +295,9 @@ async def _stop(process: anyio.abc.Process, stdin: asyncio.StreamWriter) -> None
                 await anyio.sleep(_POLL)
         if process.returncode is None:
             log.warning("downstream process %d survived SIGKILL; abandoning it", process.pid)
-    with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-        await process.stdout.aclose()
+    if process.stdout is not None:
+        with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await process.stdout.aclose()
 
 
 # A shell outside the server's process group, blocked reading a pipe whose write end only the
