@@ -9,6 +9,7 @@ the server runs as an unprivileged system user (created if missing) that owns it
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import os
 import pwd
@@ -16,12 +17,14 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from anyio.from_thread import start_blocking_portal
+
+from tests.support.polling import eventually
 
 PG_USER = "context-broker-pg"
 """The system user PostgreSQL runs as when the tests run as root."""
@@ -172,16 +175,23 @@ def running_redis() -> Iterator[RedisServer]:
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     try:
         client = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=1)
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
+
+        def log() -> str:
+            return (folder / "server.log").read_text(errors="replace")
+
+        def answers() -> bool:
+            if proc.poll() is not None:  # no use waiting for a server that has exited
+                raise RuntimeError(f"redis-server did not start:\n{log()}")
             try:
-                client.ping()
-                break
+                return bool(client.ping())
             except redis.ConnectionError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    log = (folder / "server.log").read_text(errors="replace")
-                    raise RuntimeError(f"redis-server did not start:\n{log}") from None
-                time.sleep(0.05)  # polling a server's readiness, not synchronising tasks
+                return False
+
+        up = functools.partial(
+            eventually, answers, within=START_TIMEOUT, what=lambda: f"redis-server up:\n{log()}"
+        )
+        with start_blocking_portal() as portal:  # a fixture's setup is synchronous
+            portal.call(up)
         client.close()
         yield RedisServer("127.0.0.1", port)
     finally:
