@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .assembly_model import AssemblyModelSpec
 from .errors import ConfigError
@@ -32,6 +32,7 @@ __all__ = [
     "LearningConfig",
     "LimitsConfig",
     "PersistenceConfig",
+    "ProfileConfig",
     "SearchConfig",
     "SourcesConfig",
     "SummarizerConfig",
@@ -172,6 +173,28 @@ class LimitsConfig(ConfigModel):
     max_result_bytes: int = Field(512 * 1024, ge=16 * 1024)
 
 
+class ProfileConfig(ConfigModel):
+    """One ``[profiles.NAME]`` table: what a host that selects it sees. A list left out
+    means all of that kind; ``tools`` narrows the servers' tools further (``server/tool`` or
+    the exposed ``server__tool``). ``token_env`` names the environment variables holding
+    bearer tokens that select the profile over HTTP (and authenticate)."""
+
+    servers: tuple[str, ...] | None = None
+    tools: tuple[str, ...] | None = None
+    rules: tuple[str, ...] | None = None
+    references: tuple[str, ...] | None = None
+    preset: PresetName | None = None
+    token_env: tuple[str, ...] = ()
+
+    @field_validator("token_env", mode="before")
+    @classmethod
+    def _one_or_more(cls, value: object) -> object:
+        return (value,) if isinstance(value, str) else value
+
+
+_PROFILE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
 class BrokerConfig(ConfigModel):
     """The domain's configuration (every section has defaults); the server's settings
     (``server.settings.AppConfig``) add the transport tables to it."""
@@ -186,7 +209,19 @@ class BrokerConfig(ConfigModel):
     limits: LimitsConfig = LimitsConfig()
     learning: LearningConfig = LearningConfig()
     models: dict[str, AssemblyModelSpec] = Field(default_factory=dict)
+    profiles: dict[str, ProfileConfig] = Field(default_factory=dict)
     base_dir: Path = Path(".")
+
+    @field_validator("profiles")
+    @classmethod
+    def _profile_names(cls, value: dict[str, ProfileConfig]) -> dict[str, ProfileConfig]:
+        # A profile's name is a URL path segment (/mcp/NAME).
+        bad = [n for n in value if not _PROFILE_NAME.match(n)]
+        if bad:
+            raise ValueError(
+                f"profile names must be 1-64 letters, digits, '_' or '-'; got {bad[0]!r}"
+            )
+        return value
 
     def resolve(self, path: Path) -> Path:
         """``path`` relative to the config file's folder (``~`` expanded; absolute paths
@@ -232,7 +267,7 @@ def _hint(loc: tuple[Any, ...], schema: type[BaseModel]) -> str:
         if isinstance(part, int):
             here = f"[{here}]"
         else:
-            named = i % 2 == 1 and loc[0] in ("servers", "models")
+            named = i % 2 == 1 and loc[0] in ("servers", "models", "profiles")
             here = f"{here}.{'NAME' if named else part}" if here else str(part)
     tables = [t for k, t in _schema_tables(schema) if k == key and t != here]
     if not tables:

@@ -19,6 +19,7 @@ from .items import ContextItem, Reference, Rule
 from .learning import LearningSettings, UsageLearner
 from .loaders import load_catalog_json, load_markdown_dir, load_markdown_file
 from .memory_store import MemorySessionStore
+from .profiles import build_profiles, unknown_items
 from .query_adapter import ADAPTER_MODEL, load_query_adapter
 from .search import SearchEngine, SearchSettings
 from .services.broker import ContextBroker
@@ -170,7 +171,11 @@ def build_broker(
         trace("search", search) if trace is not None else search,
         store=trace("store", store) if trace is not None else store,
         max_message_chars=max_message_chars,
+        profiles=build_profiles(config.profiles),
     )
+    unknown = unknown_items(broker.profiles, (i.ref for i in catalog.items()))
+    if unknown is not None:
+        raise unknown
     if search.learner is not None:
         broker.usage.rebuild()  # what earlier runs learned, from the stored events
     return BrokerParts(config, catalog, embedder, search, broker)

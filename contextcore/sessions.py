@@ -126,6 +126,8 @@ class RequestContext:
     """The steps the host planned for this request, as it sent them."""
     context_turns: tuple[str, ...] = ()
     """The earlier requests whose messages brought items in (``via="conversation"``)."""
+    profile: str | None = None
+    """The profile of the session it was built for (None: no profile)."""
 
     def with_items(self, found: tuple[RequestItem, ...]) -> RequestContext:
         """This request context with ``found`` added, except items it already holds."""
@@ -152,6 +154,7 @@ class RequestContext:
             "parameters": self.parameters,
             **({"intents": list(self.intents)} if self.intents else {}),
             **({"context_turns": list(self.context_turns)} if self.context_turns else {}),
+            **({"profile": self.profile} if self.profile is not None else {}),
         }
 
     @classmethod
@@ -168,6 +171,7 @@ class RequestContext:
             parameters=row.get("parameters"),
             intents=tuple(row.get("intents", ())),
             context_turns=tuple(row.get("context_turns", ())),
+            profile=row.get("profile"),
         )
 
 
@@ -178,7 +182,8 @@ class Session:
 
     ``removed`` remembers items taken out by hand, so an ``always`` item that appears in the
     catalog later (a downstream server that connected late) is added to every session except
-    those that removed it. ``preset`` is the session's search preset, if it chose one."""
+    those that removed it. ``preset`` is the session's search preset, if it chose one;
+    ``profile`` the profile it was created under, if any."""
 
     session_id: str
     agent: str | None
@@ -187,6 +192,7 @@ class Session:
     turns: tuple[RequestContext, ...] = ()
     removed: tuple[ItemRef, ...] = ()
     preset: str | None = None
+    profile: str | None = None
 
     def has(self, ref: ItemRef) -> bool:
         return any(i.ref == ref for i in self.items)
@@ -227,6 +233,7 @@ class Session:
             "turns": [t.to_dict() for t in self.turns],
             "removed": [r.to_dict() for r in self.removed],
             "preset": self.preset,
+            **({"profile": self.profile} if self.profile is not None else {}),
         }
 
     @classmethod
@@ -242,4 +249,5 @@ class Session:
                 for r in row.get("removed") or ()
             ),
             preset=row.get("preset"),
+            profile=row.get("profile"),
         )

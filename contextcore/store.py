@@ -4,7 +4,7 @@
 A session is not one document but parts that change on their own, each kept as its own
 records so that an operation reads and writes only what it touches:
 
-    header      id, agent, created_at, preset, refs removed by hand     (create once)
+    header      id, agent, created_at, preset, profile, refs removed    (create once)
     items       the session's context items, in the order they came    (add / remove)
     turns       request contexts, in the order they were recorded      (append only)
     messages    history messages with store-assigned sequence numbers  (append; rare rewrite)
@@ -162,6 +162,8 @@ class SessionHeader:
     created_at: str
     preset: str | None = None
     removed: tuple[ItemRef, ...] = ()
+    profile: str | None = None
+    """The profile the session was created under (None: none, everything visible)."""
 
 
 @dataclass(frozen=True)
@@ -410,4 +412,5 @@ def load_session(store: SessionStore, session_id: str) -> Session | None:
         turns=tuple(store.turns(session_id)),
         removed=header.removed,
         preset=header.preset,
+        profile=header.profile,
     )

@@ -12,7 +12,7 @@ from typing import Any, Literal
 import anyio
 from mcp.server import Server
 
-from contextcore.errors import ContextCoreError
+from contextcore.errors import ConfigError, ContextCoreError
 
 from .broker import AppParts
 from .gateway import Gateway
@@ -54,9 +54,11 @@ def serve(
     port: int | None = None,
     log_level_given: bool = False,
     insecure: bool = False,
+    profile: str | None = None,
 ) -> int:
     """Run the server until the client disconnects (stdio) or a signal stops it (HTTP);
-    ``insecure`` allows a non-loopback bind without a bearer token."""
+    ``insecure`` allows a non-loopback bind without a bearer token. Over stdio, ``profile``
+    limits the host to that profile (``ConfigError`` if the config has none such)."""
     config = load_config(config_path)
     if not log_level_given:
         logging.getLogger().setLevel(config.server.log_level)
@@ -65,13 +67,25 @@ def serve(
     http = config.server.http
     bind_host = host or http.host
     # Before anything starts: an unprotected public bind is refused outright.
-    guard = None if transport == "stdio" else guard_settings(http, bind_host, insecure=insecure)
+    if profile is not None and transport != "stdio":
+        raise ConfigError(
+            "--profile selects a profile over stdio; over HTTP a host picks one by its URL "
+            "(/mcp/NAME or /sse/NAME) or by a token of the profile's token_env"
+        )
+    if profile is not None and profile not in config.profiles:
+        known = ", ".join(config.profiles) or "none"
+        raise ConfigError(f"unknown profile {profile!r} (--profile); the config's: {known}")
+    guard = None
+    if transport != "stdio":
+        guard = guard_settings(http, bind_host, insecure=insecure, profiles=config.profiles)
     runtime = build_runtime(config, config_path)
     _log_serving(runtime.parts, transport)
     loader = _load_model_in_background(runtime.parts)
     try:
         if transport == "stdio":
-            _run(runtime, _serve_stdio, runtime.server, runtime.direct)
+            # The pass-through answers calls without the MCP server: not for a profile's host.
+            direct = runtime.direct if profile is None else None
+            _run(runtime, _serve_stdio, runtime.server_for(profile), direct)
             return 0
         assert guard is not None
         app = build_http_app(
@@ -80,6 +94,7 @@ def serve(
             guard,
             session_idle_timeout=http.session_idle_timeout,
             routes=runtime.routes,
+            profiles=runtime.profiles,
         )
         _run(runtime, run_http, app, transport, bind_host, http.port if port is None else port)
         return 0

@@ -10,9 +10,10 @@ object receives its collaborators in its constructor; the transports only run wh
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,8 @@ from starlette.routing import BaseRoute
 
 from contextcore import factory
 from contextcore.catalog import Catalog
+from contextcore.errors import ConfigError
+from contextcore.profiles import unknown_servers
 from contextcore.services.history import HistoryService
 
 from .broker import AppParts
@@ -57,6 +60,22 @@ class Runtime:
     """The stdio pass-through of plain forwarded calls (None: no gateway, or fast path off)."""
     routes: list[BaseRoute]
     """What the HTTP transport serves beside ``/mcp``: health, metrics, ``/ui/``."""
+    profiles: Mapping[str, Server[Any]] = field(default_factory=dict)
+    """One MCP server per ``[profiles.NAME]``: what its hosts see (``/mcp/NAME``, or
+    ``serve --profile NAME`` over stdio)."""
+
+    def server_for(self, profile: str | None) -> Server[Any]:
+        """The MCP server of ``profile`` (None: the whole broker); ``ConfigError`` if the
+        config has no such profile."""
+        if profile is None:
+            return self.server
+        found = self.profiles.get(profile)
+        if found is None:
+            known = ", ".join(self.profiles) or "none"
+            raise ConfigError(
+                f"unknown profile {profile!r}; the config's profiles: {known}", field="profile"
+            )
+        return found
 
 
 def build_runtime(config: AppConfig, config_path: Path) -> Runtime:
@@ -71,6 +90,9 @@ def build_runtime(config: AppConfig, config_path: Path) -> Runtime:
         trace=observer.traced,
     )
     servers = resolve_servers(config) if _has_servers(config) else {}
+    problem = unknown_servers(config.profiles, servers)
+    if problem is not None:  # servers of an mcp_servers_file are known only now
+        raise ConfigError(f"{config_path}: {problem}", field="profiles")
     notifier = HostNotifier()
     gateway = build_gateway(config, parts.catalog, servers, notifier.exposed_changed)
     reloader = ConfigReloader(config_path, parts, gateway)  # before downstream tools arrive
@@ -87,7 +109,8 @@ def build_runtime(config: AppConfig, config_path: Path) -> Runtime:
             observer=observer,
             max_result_bytes=config.limits.max_result_bytes,
         )
-    server = build_server(
+    serving = functools.partial(
+        build_server,
         parts.broker,
         version=broker_version(),
         surface=surface,
@@ -96,11 +119,23 @@ def build_runtime(config: AppConfig, config_path: Path) -> Runtime:
         models=config.models,
         observer=observer,
     )
+    server = serving()
+    profiles = {name: serving(profile=p) for name, p in parts.broker.profiles.items()}
     fast = fast_path_enabled(config.server.fast_path)
     direct = DirectCalls(surface) if surface is not None and fast else None
     routes = http_routes(parts, observer, gateway)
     return Runtime(
-        config, parts, observer, history, gateway, surface, reloader, server, direct, routes
+        config,
+        parts,
+        observer,
+        history,
+        gateway,
+        surface,
+        reloader,
+        server,
+        direct,
+        routes,
+        profiles,
     )
 
 

@@ -15,7 +15,9 @@ from pydantic import Field, model_validator
 
 from contextcore import config as domain
 from contextcore.config import BrokerConfig, ConfigModel
+from contextcore.errors import ConfigError
 from contextcore.items import IncludeMode
+from contextcore.profiles import unknown_servers
 
 __all__ = [
     "AppConfig",
@@ -179,6 +181,16 @@ class AppConfig(BrokerConfig):
     mcp_servers_file: Path | None = None
 
 
+def _profiles_checked(config: AppConfig, source: str) -> AppConfig:
+    """``config`` if its profiles name only configured servers, else ``ConfigError``. With an
+    ``mcp_servers_file`` the servers are known once it is read (see ``build_runtime``)."""
+    if config.mcp_servers_file is None:
+        problem = unknown_servers(config.profiles, config.servers)
+        if problem is not None:
+            raise ConfigError(f"{source}: {problem}", field="profiles")
+    return config
+
+
 def parse_config(
     data: Mapping[str, Any],
     *,
@@ -187,11 +199,12 @@ def parse_config(
     environ: Mapping[str, str] | None = None,
 ) -> AppConfig:
     """Validate a config mapping; raise ``ConfigError`` naming every bad key."""
-    return domain.parse_config(
+    config = domain.parse_config(
         data, base_dir=base_dir, source=source, environ=environ, schema=AppConfig
     )
+    return _profiles_checked(config, source)
 
 
 def load_config(path: Path, *, environ: Mapping[str, str] | None = None) -> AppConfig:
     """Read and validate a TOML config file."""
-    return domain.load_config(path, environ=environ, schema=AppConfig)
+    return _profiles_checked(domain.load_config(path, environ=environ, schema=AppConfig), str(path))

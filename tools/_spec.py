@@ -73,7 +73,8 @@ class ToolContext:
     offers it, extractive), the assembly models the config names (``[models.<name>]``), how
     the host can call downstream tools, and ``built``: every tool that builds a request
     context hands it, typed, to ``built`` (the server lists its tools to the host, counts
-    and traces it) so nobody reads it back out of the tool's result."""
+    and traces it) so nobody reads it back out of the tool's result. ``profile``: the
+    profile the host connected with (None: none)."""
 
     broker: ContextBroker
     history: HistoryService
@@ -81,6 +82,7 @@ class ToolContext:
     models: Mapping[str, AssemblyModelSpec] = field(default_factory=dict)
     tools: ToolDirectory = field(default_factory=NoTools)
     built: Callable[[RequestContext], None] = _unheard
+    profile: str | None = None
 
 
 @dataclass(frozen=True)

@@ -143,6 +143,7 @@ def _search(ctx: ToolContext, args: SearchArgs) -> SearchOut:
         args.query,
         intents=intents,
         request=request,
+        profile=ctx.profile,
         types=args.types,
         top_k=args.top_k,
         top_n=args.top_n,
@@ -186,13 +187,14 @@ def _search_text(out: SearchOut) -> str:
 def _get_items(ctx: ToolContext, args: GetItemsArgs) -> ItemsOut:
     refs: list[ItemRef] = []
     unknown: list[str] = []
+    shown = ctx.broker.profile(ctx.profile)  # items outside it do not exist for this host
     for key in dict.fromkeys(args.keys):
         try:
             ref = ItemRef.parse(key)
         except CatalogError:
             unknown.append(key)
             continue
-        if ref in ctx.broker.catalog:
+        if ref in ctx.broker.catalog and (shown is None or shown.allows(ref)):
             refs.append(ref)
         else:
             unknown.append(key)
@@ -215,8 +217,12 @@ def _items_text(out: ItemsOut) -> str:
     return out.text
 
 
-def catalog_rows(broker: ContextBroker, types: list[ItemType] | None = None) -> CatalogOut:
-    """The catalog as result rows (also the ``context://catalog`` resource)."""
+def catalog_rows(
+    broker: ContextBroker, types: list[ItemType] | None = None, profile: str | None = None
+) -> CatalogOut:
+    """The catalog as result rows (also the ``context://catalog`` resource); with
+    ``profile``, only the items it allows."""
+    shown = broker.profile(profile)
     rows = [
         CatalogItemOut(
             key=e.ref.key,
@@ -229,6 +235,7 @@ def catalog_rows(broker: ContextBroker, types: list[ItemType] | None = None) -> 
             input_schema=_schema(broker.catalog.get(e.ref)),
         )
         for e in broker.catalog.entries(types)
+        if shown is None or shown.allows(e.ref)
     ]
     return CatalogOut(items=rows)
 
@@ -238,7 +245,7 @@ def _schema(item: ContextItem | None) -> dict[str, Any] | None:
 
 
 def _catalog(ctx: ToolContext, args: CatalogArgs) -> CatalogOut:
-    return catalog_rows(ctx.broker, args.types)
+    return catalog_rows(ctx.broker, args.types, ctx.profile)
 
 
 def _catalog_text(out: CatalogOut) -> str:

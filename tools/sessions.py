@@ -35,6 +35,7 @@ class SessionContextOut(Out):
     agent: str | None
     items: list[SessionItemOut]
     preset: str | None = None
+    profile: str | None = None
 
 
 class SessionIdArgs(Args):
@@ -60,6 +61,7 @@ def _context(session: Session) -> SessionContextOut:
         agent=session.agent,
         items=session_items(session),
         preset=session.preset,
+        profile=session.profile,
     )
 
 
@@ -68,11 +70,13 @@ def _lines(items: list[SessionItemOut]) -> list[str]:
 
 
 def _create(ctx: ToolContext, args: CreateSessionArgs) -> SessionContextOut:
-    return _context(ctx.broker.create_session(args.agent, args.preset))
+    return _context(ctx.broker.create_session(args.agent, args.preset, ctx.profile))
 
 
 def _created_text(out: SessionContextOut) -> str:
     head = f"Created session {out.session_id} with {len(out.items)} always item(s)."
+    if out.profile is not None:
+        head += f" Profile: {out.profile}."
     return "\n".join([head, *_lines(out.items)])
 
 

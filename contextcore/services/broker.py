@@ -15,6 +15,7 @@ from ..errors import SearchInputError, SessionError
 from ..items import ContextItem, ItemRef, ItemType, parse_item_type
 from ..memory_store import MemorySessionStore
 from ..presets import PresetName, Selection, parse_preset, resolve
+from ..profiles import Profile, Profiles
 from ..query_plan import check_intents
 from ..search import SearchEngine, SearchResult
 from ..sessions import (
@@ -57,8 +58,11 @@ class ContextBroker:
         store: SessionStore | None = None,
         clock: Clock = _now,
         max_message_chars: int = 1_000_000,
+        profiles: Profiles | None = None,
     ) -> None:
         self.catalog = catalog
+        # A session created under a profile sees only what it allows (see contextcore.profiles).
+        self.profiles: Profiles = dict(profiles or {})
         self.search = search
         self.store: SessionStore = store or MemorySessionStore()
         # The one recorder of this broker's usage: what it remembers is what forget clears.
@@ -71,14 +75,34 @@ class ContextBroker:
         """The catalog item for ``ref``, if it still exists."""
         return self.catalog.get(ref)
 
+    def profile(self, name: str | None) -> Profile | None:
+        """The profile called ``name`` (None for None); ``SessionError`` if the config has
+        no such profile."""
+        if name is None:
+            return None
+        found = self.profiles.get(name)
+        if found is None:
+            known = ", ".join(self.profiles) or "none"
+            raise SessionError(
+                f"unknown profile {name!r}; the config's profiles: {known}", field="profile"
+            )
+        return found
+
+    def excluded(self, profile: Profile | None) -> set[ItemRef]:
+        """The catalog items a search under ``profile`` must leave out."""
+        if profile is None:
+            return set()
+        return profile.refused(i.ref for i in self.catalog.items())
+
     def _stamp(self) -> str:
         return self._clock().isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
-    def _always_refs(self) -> list[ItemRef]:
+    def _always_refs(self, profile: Profile | None = None) -> list[ItemRef]:
         version = self.catalog.version
         if self._always[0] != version:
             self._always = (version, [i.ref for i in self.catalog.with_mode("always")])
-        return self._always[1]
+        refs = self._always[1]
+        return refs if profile is None else [r for r in refs if profile.allows(r)]
 
     def session(self, session_id: object) -> Session:
         """A session's header and items (not its turns: see :meth:`turns`); raise
@@ -91,9 +115,12 @@ class ContextBroker:
             raise SessionError(
                 f"unknown session_id {sid!r}; create one with create_session", field="session_id"
             )
+        profile = self.profile(header.profile)
         items = self.store.items(sid)
+        if profile is not None:
+            items = tuple(i for i in items if profile.allows(i.ref))
         known = {i.ref for i in items} | set(header.removed)
-        new = [SessionItem(ref, "always") for ref in self._always_refs() if ref not in known]
+        new = [SessionItem(ref, "always") for ref in self._always_refs(profile) if ref not in known]
         if new:
             items = (*items, *self.store.add_items(sid, new))
         retired = self.catalog.retired
@@ -106,6 +133,7 @@ class ContextBroker:
             items,
             removed=header.removed,
             preset=header.preset,
+            profile=header.profile,
         )
 
     def full_session(self, session_id: object) -> Session:
@@ -129,20 +157,47 @@ class ContextBroker:
     def require_session(self, session_id: object) -> str:
         """``session_id`` if it names a stored session (reads its header only), else
         ``SessionError``."""
+        return self._header(session_id).session_id
+
+    def require_profile(self, session_id: object, profile: str) -> None:
+        """``SessionError`` unless the session was created under ``profile``: a host of one
+        profile never reads or changes another's sessions."""
+        header = self._header(session_id)
+        if header.profile != profile:
+            under = f"profile {header.profile!r}" if header.profile else "no profile"
+            raise SessionError(
+                f"session {header.session_id!r} was created under {under}; this connection "
+                f"uses profile {profile!r}: create a session here with create_session",
+                field="session_id",
+            )
+
+    def _header(self, session_id: object) -> SessionHeader:
+        """The stored header of ``session_id``, else ``SessionError``."""
         sid = check_session_id(session_id)
-        if self.store.header(sid) is None:
+        header = self.store.header(sid)
+        if header is None:
             raise SessionError(
                 f"unknown session_id {sid!r}; create one with create_session", field="session_id"
             )
-        return sid
+        return header
 
-    def create_session(self, agent: str | None = None, preset: str | None = None) -> Session:
+    def create_session(
+        self, agent: str | None = None, preset: str | None = None, profile: str | None = None
+    ) -> Session:
         """A new session holding every enabled ``always`` item, with its own search preset
-        if ``preset`` is given."""
+        if ``preset`` is given; under ``profile``, only the items it allows, and its preset
+        unless ``preset`` is given."""
+        chosen_profile = self.profile(profile)
         chosen = parse_preset(preset) if preset is not None else None
-        items = tuple(SessionItem(ref, "always") for ref in self._always_refs())
-        session = Session(new_session_id(), agent, self._stamp(), items, preset=chosen)
-        header = SessionHeader(session.session_id, agent, session.created_at, chosen)
+        if chosen is None and chosen_profile is not None:
+            chosen = chosen_profile.preset
+        items = tuple(SessionItem(ref, "always") for ref in self._always_refs(chosen_profile))
+        session = Session(
+            new_session_id(), agent, self._stamp(), items, preset=chosen, profile=profile
+        )
+        header = SessionHeader(
+            session.session_id, agent, session.created_at, chosen, profile=profile
+        )
         self.store.create_session(header, items)
         return session
 
@@ -179,6 +234,13 @@ class ContextBroker:
         ref = self._ref(item_type, name, server)
         session = self.session(session_id)
         self.catalog.require(ref)
+        profile = self.profile(session.profile)
+        if profile is not None and not profile.allows(ref):
+            raise SessionError(
+                f"{ref.type} {ref.name!r} is not in profile {profile.name!r}, which this "
+                "session was created under",
+                field="name",
+            )
         if session.has(ref):
             return session, False
         added = self.store.add_items(session.session_id, [SessionItem(ref, "manual")])
@@ -235,8 +297,9 @@ class ContextBroker:
         recent = self._recent(session.session_id, message, chosen.conversation_weight)
         in_session = {i.ref for i in session.items}
         items = [RequestItem(i.ref, i.include_mode) for i in session.items]
+        leave_out = in_session | self.excluded(self.profile(session.profile))
         result, warnings = self._search_agent_items(
-            message, steps, in_session, chosen, types, recent
+            message, steps, leave_out, chosen, types, recent
         )
         if result is not None:
             items += _found_items(result, steps, recent)
@@ -246,11 +309,11 @@ class ContextBroker:
                 + ", ".join(self.catalog.pending)
             )
         mode = result.mode if result is not None else None
-        return self._record_turn(session.session_id, message, items, mode, warnings, chosen, steps)
+        return self._record_turn(session, message, items, mode, warnings, chosen, steps)
 
     def _record_turn(
         self,
-        session_id: str,
+        session: Session,
         message: str,
         items: list[RequestItem],
         mode: str | None,
@@ -262,7 +325,7 @@ class ContextBroker:
         turn log."""
         context = RequestContext(
             new_request_id(),
-            session_id,
+            session.session_id,
             self._stamp(),
             message,
             tuple(items),
@@ -272,8 +335,9 @@ class ContextBroker:
             parameters=chosen.to_dict(),
             intents=steps,
             context_turns=_context_turns(items),
+            profile=session.profile,
         )
-        self.store.append_turn(session_id, context)
+        self.store.append_turn(session.session_id, context)
         return context
 
     def _recent(self, session_id: str, message: str, weight: float) -> Recent:
@@ -290,21 +354,29 @@ class ContextBroker:
         *,
         intents: Sequence[str] | None = None,
         request: tuple[str, str] | None = None,
+        profile: str | None = None,
         **options: Any,
     ) -> SearchResult:
         """What ``search_context_items`` serves: the ranking for ``query`` and ``intents``
         (``options`` as :meth:`SearchEngine.search` takes them). With ``request`` (a
         session id and a request id) the items found are added to that recorded request
-        context, so its record shows every item the model was shown for the request."""
+        context, so its record shows every item the model was shown for the request.
+        Items outside ``profile``, and outside the profile of the request's session, are
+        never found."""
         sid = None
+        leave_out = self.excluded(self.profile(profile))
         if request is not None:
-            sid = self.require_session(request[0])
+            header = self._header(request[0])
+            sid = header.session_id
+            leave_out |= self.excluded(self.profile(header.profile))
             if self.store.turn(sid, request[1]) is None:
                 raise SessionError(
                     f"no request {request[1]!r} in session {sid!r}; list_turns shows them",
                     field="request_id",
                 )
         steps = check_intents(intents)
+        if leave_out:
+            options["exclude"] = leave_out | set(options.get("exclude") or ())
         result = self.search.search(query, intents=steps, **options)
         if request is not None and sid is not None and result.hits:
             found = tuple(replace(i, via="search") for i in _found_items(result, steps))

@@ -97,6 +97,12 @@ def _serve_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         help="serve HTTP on a non-loopback address WITHOUT AUTHENTICATION (no bearer token): "
         "anyone who can reach it can call every downstream tool",
     )
+    serve.add_argument(
+        "--profile",
+        default=None,
+        help="stdio: show the host only what [profiles.NAME] allows (servers, tools, rules, "
+        "references, preset)",
+    )
 
 
 def _check_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -402,6 +408,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             port=args.port,
             log_level_given=args.log_level is not None,
             insecure=args.insecure,
+            profile=args.profile,
         )
     except ConfigError as exc:  # found at startup: exit 1, as check does for the same config
         print(f"context-broker: error: {escape_lines(str(exc))}", file=sys.stderr)

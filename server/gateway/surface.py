@@ -24,6 +24,7 @@ from contextcore.catalog import Catalog
 from contextcore.config import LimitsConfig
 from contextcore.errors import ContextCoreError
 from contextcore.items import ItemRef, Tool
+from contextcore.profiles import Profile
 from contextcore.services.broker import ContextBroker
 from contextcore.services.history import HistoryService
 from contextcore.sessions import RequestContext
@@ -186,9 +187,12 @@ class GatewaySurface:
         self._gathered = not pending
         return pending
 
-    async def tools(self, session: ServerSession | None = None) -> list[types.Tool]:
+    async def tools(
+        self, session: ServerSession | None = None, profile: Profile | None = None
+    ) -> list[types.Tool]:
         """``call_tool``, ``list_servers``, every exposed (``always``) downstream tool and,
-        for a handshake-era connection, the tools its latest request context selected.
+        for a handshake-era connection, the tools its latest request context selected;
+        under ``profile``, only the downstream tools it allows.
         Waits for the first connection attempts within the startup budget; servers that
         arrive later are announced with ``tools/list_changed``."""
         await self.startup()
@@ -196,7 +200,9 @@ class GatewaySurface:
         listed = [
             t
             for t in self.gateway.tools()
-            if t.enabled and (t.include == "always" or t.name in selected)
+            if t.enabled
+            and (t.include == "always" or t.name in selected)
+            and (profile is None or profile.allows_tool(t.server, t.tool, t.name))
         ]
         return [*self._fixed, *(t.as_mcp_tool() for t in listed)]
 
@@ -235,14 +241,16 @@ class GatewaySurface:
         arguments: dict[str, Any],
         session: ServerSession | None,
         meta: Mapping[str, Any] | None = None,
+        profile: Profile | None = None,
     ) -> types.CallToolResult:
         """Run a gateway tool or forward an exposed tool; failures become tool errors. A
         ``session_id`` (an argument of ``call_tool``, or in ``_meta`` of an exposed tool's
-        call) records the call and its result in that session (see :meth:`_record_call`)."""
+        call) records the call and its result in that session (see :meth:`_record_call`).
+        Under ``profile``, a tool outside it is refused."""
         if name == LIST_SERVERS:
-            return self._list_servers()
+            return self._list_servers(profile)
         await self.startup()
-        checked = self._checked(name, arguments, (meta or {}).get("session_id"))
+        checked = self._checked(name, arguments, (meta or {}).get("session_id"), profile)
         if isinstance(checked, str):
             return error_result(checked)
         wants_progress = meta is not None and any(
@@ -305,7 +313,11 @@ class GatewaySurface:
         )
 
     def _checked(
-        self, name: str, arguments: dict[str, Any], meta_session: object
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        meta_session: object,
+        profile: Profile | None = None,
     ) -> _Forward | str:
         """The downstream call a host's call of ``name`` makes, after every check before it
         is forwarded (arguments, the session, the tool's ``enabled`` and ``call_policy``, its
@@ -323,10 +335,19 @@ class GatewaySurface:
             if target is None:  # the exposed list changed since the host read it
                 return f"no downstream tool is exposed as {name!r}"
             (server, tool), session = target, meta_session
+        if profile is not None and not profile.allows_tool(
+            server, tool, self.gateway.exposed_name(server, tool)
+        ):
+            return (
+                f"{name}: tool {tool!r} of server {server!r} is not in profile "
+                f"{profile.name!r}; this connection can call only the profile's tools"
+            )
         sid = None
         if session is not None:
             try:
                 sid = self.broker.require_session(session)  # the one read of its header
+                if profile is not None:
+                    self.broker.require_profile(sid, profile.name)
             except ContextCoreError as exc:
                 return f"{name}: {exc.field}: {exc.message}"
         config = self.gateway.server_config(server)
@@ -396,8 +417,11 @@ class GatewaySurface:
         except Exception as exc:
             log.warning("could not record the call of %s in its session: %s", call.tool, exc)
 
-    def _list_servers(self) -> types.CallToolResult:
-        out = ListServersResult(servers=[s.row() for s in self.gateway.status()])
+    def _list_servers(self, profile: Profile | None = None) -> types.CallToolResult:
+        rows = [s.row() for s in self.gateway.status()]
+        if profile is not None:
+            rows = [r for r in rows if profile.allows_server(r.name)]
+        out = ListServersResult(servers=rows)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=render_servers(out))],
             structured_content=out.model_dump(mode="json"),

@@ -81,6 +81,10 @@ _MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE sessions ADD COLUMN message_total bigint NOT NULL DEFAULT 0;
     ALTER TABLE sessions ADD COLUMN message_tokens bigint NOT NULL DEFAULT 0;
     """,
+    # 3: the profile a session was created under (NULL for earlier sessions)
+    """
+    ALTER TABLE sessions ADD COLUMN IF NOT EXISTS profile text;
+    """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 _MIGRATION_LOCK = 0x6362_5F73_746F_7265  # any fixed key: "cb_store"

@@ -6,7 +6,8 @@ and, in the session's header, its message count and token sum, kept by every wri
 version-1 file is migrated on open, in one transaction: every row is validated (items,
 turns, messages) and written into the new tables, and the old table is renamed
 ``sessions_v1``; a row that cannot be read stops the migration and leaves the file as it
-was. A version-2 file gains the new columns, filled from the stored messages.
+was. A version-2 file gains the new columns, filled from the stored messages. Version 4
+adds the profile a session was created under to its header (NULL for earlier sessions).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ __all__ = ["SCHEMA_VERSION", "open_checked"]
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 _MAGIC = b"SQLite format 3\x00"
 
 _TABLES = """
@@ -40,6 +41,7 @@ CREATE TABLE IF NOT EXISTS session_headers (
     agent TEXT,
     created_at TEXT NOT NULL,
     preset TEXT,
+    profile TEXT,
     removed TEXT NOT NULL DEFAULT '[]',
     next_message INTEGER NOT NULL DEFAULT 0,
     next_turn INTEGER NOT NULL DEFAULT 0,
@@ -252,6 +254,8 @@ def _migrate(db: sqlite3.Connection, path: Path) -> None:
         if version == 2:
             for statement in _V3_COLUMNS:
                 db.execute(statement)
+        if version in (2, 3) and not _has_column(db, "session_headers", "profile"):
+            db.execute("ALTER TABLE session_headers ADD COLUMN profile TEXT")
         for statement in _TABLES.split(";"):
             if statement.strip():
                 db.execute(statement)
@@ -266,6 +270,10 @@ def _migrate(db: sqlite3.Connection, path: Path) -> None:
         if db.in_transaction:
             db.execute("ROLLBACK")
         raise
+
+
+def _has_column(db: sqlite3.Connection, table: str, column: str) -> bool:
+    return any(row[1] == column for row in db.execute(f"PRAGMA table_info({table})"))
 
 
 def _fill_totals(db: sqlite3.Connection) -> None:

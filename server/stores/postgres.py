@@ -146,9 +146,10 @@ class PostgresSessionStore(JsonParts):
         removed = dumps([r.to_dict() for r in h.removed])
         with self._tx() as cur:
             cur.execute(
-                "INSERT INTO sessions (session_id, agent, created_at, preset, removed, next_item) "
-                "VALUES (%s, %s, %s, %s, %s::jsonb, %s) ON CONFLICT DO NOTHING RETURNING 1",
-                (h.session_id, h.agent, h.created_at, h.preset, removed, len(items)),
+                "INSERT INTO sessions (session_id, agent, created_at, preset, removed, next_item, "
+                "profile) VALUES (%s, %s, %s, %s, %s::jsonb, %s, %s) "
+                "ON CONFLICT DO NOTHING RETURNING 1",
+                (h.session_id, h.agent, h.created_at, h.preset, removed, len(items), h.profile),
             )
             if cur.fetchone() is None:
                 raise StoreError(f"session {header.session_id!r} already exists")
@@ -171,14 +172,16 @@ class PostgresSessionStore(JsonParts):
     def header(self, session_id: str) -> SessionHeader | None:
         with self._tx() as cur:
             cur.execute(
-                "SELECT agent, created_at, preset, removed FROM sessions WHERE session_id = %s",
+                "SELECT agent, created_at, preset, removed, profile FROM sessions "
+                "WHERE session_id = %s",
                 (session_id,),
             )
             row = cur.fetchone()
         if row is None:
             return None
-        agent, created_at, preset, removed = row
-        return SessionHeader(session_id, agent, created_at, preset, tuple(map(_ref, removed)))
+        agent, created_at, preset, removed, profile = row
+        refs = tuple(map(_ref, removed))
+        return SessionHeader(session_id, agent, created_at, preset, refs, profile)
 
     def list_session_ids(self) -> list[str]:
         with self._tx() as cur:

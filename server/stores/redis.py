@@ -207,8 +207,10 @@ class RedisSessionStore(JsonParts):
     def create_session(self, header: SessionHeader, items: Sequence[SessionItem]) -> None:
         h = header
         k = _Keys(h.session_id)
-        meta = dumps({"agent": h.agent, "created_at": h.created_at, "preset": h.preset})
-        args: list[Any] = [h.session_id, meta, len(h.removed), *map(ref_key, h.removed)]
+        meta = {"agent": h.agent, "created_at": h.created_at, "preset": h.preset}
+        if h.profile is not None:  # sessions stored before profiles have no key: None
+            meta["profile"] = h.profile
+        args: list[Any] = [h.session_id, dumps(meta), len(h.removed), *map(ref_key, h.removed)]
         for item in items:
             args += [ref_key(item.ref), dumps(item.to_dict())]
         keys = [k.h, k.items, k.item, _P + "sessions", _P + "session_ord", k.removed]
@@ -226,7 +228,9 @@ class RedisSessionStore(JsonParts):
             return None
         m = json.loads(meta)
         refs = tuple(map(_ref, removed))
-        return SessionHeader(session_id, m["agent"], m["created_at"], m["preset"], refs)
+        return SessionHeader(
+            session_id, m["agent"], m["created_at"], m["preset"], refs, m.get("profile")
+        )
 
     def list_session_ids(self) -> list[str]:
         with self._guard():

@@ -159,13 +159,13 @@ class SqliteSessionStore(JsonParts):
     def header(self, session_id: str) -> SessionHeader | None:
         with self._read() as db:
             row = db.execute(
-                "SELECT agent, created_at, preset, removed FROM session_headers "
+                "SELECT agent, created_at, preset, removed, profile FROM session_headers "
                 "WHERE session_id = ?",
                 (session_id,),
             ).fetchone()
         if row is None:
             return None
-        return SessionHeader(session_id, row[0], row[1], row[2], _refs(row[3]))
+        return SessionHeader(session_id, row[0], row[1], row[2], _refs(row[3]), row[4])
 
     def list_session_ids(self) -> list[str]:
         with self._read() as db:
@@ -655,14 +655,15 @@ def _chunks(values: list[str], size: int = 500) -> Iterator[list[str]]:
 
 def _insert_header(db: sqlite3.Connection, header: SessionHeader) -> None:
     db.execute(
-        "INSERT INTO session_headers (session_id, agent, created_at, preset, removed) "
-        "VALUES (?, ?, ?, ?, ?)",
+        "INSERT INTO session_headers (session_id, agent, created_at, preset, removed, profile) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
         (
             header.session_id,
             header.agent,
             header.created_at,
             header.preset,
             _refs_json(header.removed),
+            header.profile,
         ),
     )
 

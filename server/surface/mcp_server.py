@@ -17,6 +17,7 @@ from mcp.server.subscriptions import ListenHandler
 from contextcore.assembly_model import AssemblyModelSpec
 from contextcore.config import HistoryConfig
 from contextcore.context_text import NoTools
+from contextcore.profiles import Profile
 from contextcore.services.broker import ContextBroker
 from contextcore.services.history import HistoryService
 from contextcore.sessions import RequestContext
@@ -73,10 +74,13 @@ def build_server(
     summarizers: SummarizerFactory | None = None,
     models: Mapping[str, AssemblyModelSpec] | None = None,
     observer: Observer | None = None,
+    profile: Profile | None = None,
 ) -> Server[Any]:
     """An MCP server exposing ``broker``'s tools and resources on any transport, its history
     tools, and, with ``surface``, the gateway's tools, resources and prompts (``surface``
-    records proxied calls in its own history service: pass the same one as ``history``)."""
+    records proxied calls in its own history service: pass the same one as ``history``).
+    With ``profile``, its hosts see only what the profile allows (one server per profile)."""
+    name = profile.name if profile is not None else None
     history = history or HistoryService(broker, HistoryConfig())
     directory = surface.directory if surface is not None else NoTools()
     observer = observer or Observer()
@@ -90,8 +94,9 @@ def build_server(
         directory=directory,
         observer=observer,
         on_context=on_context,
+        profile=name,
     )
-    prompt = ContextPrompt(broker, directory, on_context)
+    prompt = ContextPrompt(broker, directory, on_context, name)
     server: Server[Any] = Server(
         SERVER_NAME,
         version=version,
@@ -99,9 +104,9 @@ def build_server(
         get_tool_input_schema=lambda name: (
             runner.specs[name].input_schema() if name in runner.specs else None
         ),
-        **_tool_handlers(runner, surface),
-        **_resource_handlers(ResourceReader(broker), surface),
-        **_prompt_handlers(prompt, surface),
+        **_tool_handlers(runner, surface, profile),
+        **_resource_handlers(ResourceReader(broker, name), surface, profile),
+        **_prompt_handlers(prompt, surface, profile),
     )
     _add_logging(server)
     server.extensions[EXTENSION_ID] = {}  # MCP Apps: tools point at ui:// views
@@ -115,7 +120,9 @@ def build_server(
     return server
 
 
-def _tool_handlers(runner: ToolRunner, surface: GatewaySurface | None) -> dict[str, Any]:
+def _tool_handlers(
+    runner: ToolRunner, surface: GatewaySurface | None, profile: Profile | None
+) -> dict[str, Any]:
     """``tools/list`` and ``tools/call``: the broker's tools, then the gateway's."""
     tool_list = list_tools(TOOLS)
 
@@ -125,7 +132,7 @@ def _tool_handlers(runner: ToolRunner, surface: GatewaySurface | None) -> dict[s
         if surface is None:
             return types.ListToolsResult(tools=tool_list)
         surface.notifier.remember(ctx.session)
-        return types.ListToolsResult(tools=[*tool_list, *await surface.tools(ctx.session)])
+        return types.ListToolsResult(tools=[*tool_list, *await surface.tools(ctx.session, profile)])
 
     async def on_call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
@@ -140,7 +147,9 @@ def _tool_handlers(runner: ToolRunner, surface: GatewaySurface | None) -> dict[s
             # tools/list: the first gathering may still bring it (bounded by the budget).
             await surface.startup()
         if surface is not None and surface.handles(params.name):
-            return await surface.call(params.name, params.arguments or {}, ctx.session, params.meta)
+            return await surface.call(
+                params.name, params.arguments or {}, ctx.session, params.meta, profile
+            )
         names = ", ".join(runner.specs)
         raise MCPError(
             types.INVALID_PARAMS,
@@ -151,14 +160,17 @@ def _tool_handlers(runner: ToolRunner, surface: GatewaySurface | None) -> dict[s
     return {"on_list_tools": on_list_tools, "on_call_tool": on_call_tool}
 
 
-def _resource_handlers(reader: ResourceReader, surface: GatewaySurface | None) -> dict[str, Any]:
+def _resource_handlers(
+    reader: ResourceReader, surface: GatewaySurface | None, profile: Profile | None
+) -> dict[str, Any]:
     """The broker's ``context://`` resources, then the downstream servers' (wrapped as
-    ``downstream://<server>/...``)."""
+    ``downstream://<server>/...``; under ``profile``, only its servers')."""
 
     async def on_list_resources(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         extra = await surface.gateway.list_resources() if surface is not None else []
+        extra = [r for r in extra if _resource_shown(str(r.uri), profile)]
         return types.ListResourcesResult(resources=[*reader.list(), *extra])
 
     async def on_list_templates(
@@ -171,6 +183,8 @@ def _resource_handlers(reader: ResourceReader, surface: GatewaySurface | None) -
     ) -> types.ReadResourceResult:
         uri = str(params.uri)
         if surface is not None and uri.startswith("downstream://"):
+            if not _resource_shown(uri, profile):
+                raise MCPError(types.INVALID_PARAMS, _outside(f"resource {uri[:200]!r}", profile))
             return await _downstream_call(surface.gateway.read_resource(uri))
         return await reader.read(uri)
 
@@ -179,6 +193,25 @@ def _resource_handlers(reader: ResourceReader, surface: GatewaySurface | None) -
         "on_list_resource_templates": on_list_templates,
         "on_read_resource": on_read_resource,
     }
+
+
+def _resource_shown(uri: str, profile: Profile | None) -> bool:
+    """Whether a ``downstream://<server>/...`` resource is in ``profile``."""
+    if profile is None or not uri.startswith("downstream://"):
+        return True
+    return profile.allows_server(uri[len("downstream://") :].partition("/")[0])
+
+
+def _prompt_shown(name: str, profile: Profile | None) -> bool:
+    """Whether a downstream prompt (``<server>__<prompt>``) is in ``profile``."""
+    if profile is None or profile.servers is None:
+        return True
+    return any(name.startswith(f"{server}__") for server in profile.servers)
+
+
+def _outside(what: str, profile: Profile | None) -> str:
+    assert profile is not None
+    return f"{what} is not in profile {profile.name!r}; this connection shows only its servers"
 
 
 async def _downstream_call(awaitable: Awaitable[T]) -> T:
@@ -203,7 +236,9 @@ def _context_listener(observer: Observer, surface: GatewaySurface | None) -> Con
     return context_built
 
 
-def _prompt_handlers(prompt: ContextPrompt, surface: GatewaySurface | None) -> dict[str, Any]:
+def _prompt_handlers(
+    prompt: ContextPrompt, surface: GatewaySurface | None, profile: Profile | None
+) -> dict[str, Any]:
     """The broker's ``context`` prompt, then the downstream servers' prompts (and, with
     downstream servers, the ``subscriptions/listen`` stream)."""
 
@@ -211,6 +246,7 @@ def _prompt_handlers(prompt: ContextPrompt, surface: GatewaySurface | None) -> d
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
         extra = await surface.gateway.list_prompts() if surface is not None else []
+        extra = [p for p in extra if _prompt_shown(p.name, profile)]
         return types.ListPromptsResult(prompts=[CONTEXT_PROMPT, *extra])
 
     async def on_get_prompt(
@@ -223,6 +259,8 @@ def _prompt_handlers(prompt: ContextPrompt, surface: GatewaySurface | None) -> d
                 types.INVALID_PARAMS,
                 f"unknown prompt {params.name[:100]!r}; this server has: {CONTEXT_PROMPT.name}",
             )
+        if not _prompt_shown(params.name, profile):
+            raise MCPError(types.INVALID_PARAMS, _outside(f"prompt {params.name[:100]!r}", profile))
         return await _downstream_call(surface.gateway.get_prompt(params.name, params.arguments))
 
     handlers: dict[str, Any] = {"on_list_prompts": on_list_prompts, "on_get_prompt": on_get_prompt}

@@ -75,8 +75,10 @@ class ContextPrompt:
         broker: ContextBroker,
         directory: ToolDirectory,
         on_context: ContextListener | None = None,
+        profile: str | None = None,
     ) -> None:
         self._broker = broker
+        self._profile = profile  # sessions are created under it; others' are refused
         self._directory = directory
         self._on_context = on_context
 
@@ -100,7 +102,11 @@ class ContextPrompt:
         intents = [line for line in (args.get("intents") or "").splitlines() if line.strip()]
 
         def build() -> RequestContext:
-            session_id = args.get("session_id") or self._broker.create_session().session_id
+            session_id = args.get("session_id")
+            if not session_id:
+                session_id = self._broker.create_session(profile=self._profile).session_id
+            elif self._profile is not None:
+                self._broker.require_profile(session_id, self._profile)
             return self._broker.build_request_context(
                 session_id, message, preset=args.get("preset") or None, intents=intents
             )

@@ -81,10 +81,13 @@ def _contents(uri: str, data: Any, markdown: str) -> types.ReadResourceResult:
 
 
 class ResourceReader:
-    """Lists and reads resources of one broker."""
+    """Lists and reads resources of one broker; under ``profile``, only the items it allows
+    and the sessions created under it."""
 
-    def __init__(self, broker: ContextBroker) -> None:
+    def __init__(self, broker: ContextBroker, profile: str | None = None) -> None:
         self.broker = broker
+        self.profile = profile
+        self._shown = broker.profile(profile)
 
     def list(self) -> list[types.Resource]:
         """The catalog and every rule and reference (sessions are private: never listed)."""
@@ -107,6 +110,8 @@ class ResourceReader:
         )
         out.append(app_resource())
         for item in self.broker.catalog.items(["rule", "reference"]):
+            if self._shown is not None and not self._shown.allows(item.ref):
+                continue
             out.append(
                 types.Resource(
                     uri=_item_uri(item.ref),
@@ -133,25 +138,35 @@ class ResourceReader:
             raise _not_found(uri, "this server's resources start with 'context://'")
         match parts.netloc, path:
             case "catalog", []:
-                rows = catalog_rows(self.broker).model_dump(mode="json")
+                rows = catalog_rows(self.broker, None, self.profile).model_dump(mode="json")
                 return _contents(uri, rows, self._catalog_markdown(rows["items"]))
             case "stats", []:
                 usage = usage_payload(self.broker)
                 data = usage.model_dump(mode="json", exclude={"report"})
                 return _contents(uri, data, f"# Usage\n\n```\n{usage.report}\n```\n")
-            case "sessions", [session_id]:
-                session = self.broker.full_session(session_id)
-                return _contents(uri, session.to_dict(), _session_markdown(session))
-            case "sessions", [session_id, "requests", request_id]:
-                context = self.broker.request(session_id, request_id)
-                md = render_markdown(context, self.broker.lookup)
-                return _contents(uri, context.to_dict(), md)
+            case "sessions", [session_id, *rest]:
+                if self.profile is not None:
+                    self.broker.require_profile(session_id, self.profile)
+                return self._read_session(uri, session_id, rest)
             case ("rules" | "references") as kind, [name]:
                 return self._item(uri, ItemRef(kind[:-1], name))  # type: ignore[arg-type]
         raise _not_found(uri, "use context://catalog or one of the resource templates")
 
+    def _read_session(self, uri: str, session_id: str, rest: list[str]) -> types.ReadResourceResult:
+        match rest:
+            case []:
+                session = self.broker.full_session(session_id)
+                return _contents(uri, session.to_dict(), _session_markdown(session))
+            case ["requests", request_id]:
+                context = self.broker.request(session_id, request_id)
+                md = render_markdown(context, self.broker.lookup)
+                return _contents(uri, context.to_dict(), md)
+        raise _not_found(uri, "use context://catalog or one of the resource templates")
+
     def _item(self, uri: str, ref: ItemRef) -> types.ReadResourceResult:
         item = self.broker.catalog.require(ref)
+        if self._shown is not None and not self._shown.allows(ref):
+            raise _not_found(uri, f"{ref.key} is not in profile {self.profile!r}")
         assert isinstance(item, Rule | Reference)
         data = {
             "key": ref.key,

@@ -96,8 +96,12 @@ class ToolRunner:
         limits: LimitsConfig | None = None,
         observer: Observer | None = None,
         on_context: ContextListener | None = None,
+        profile: str | None = None,
     ) -> None:
         self.broker = broker
+        # The profile of the hosts this runner serves: their sessions are created under it,
+        # and a session of another profile is refused.
+        self.profile = profile
         self.observer = observer or Observer()
         # The history service carries the config's [limits]; an explicit one wins.
         self.limits = limits or history.limits
@@ -114,7 +118,9 @@ class ToolRunner:
         chain = None
         if self.summarizers is not None:
             chain = self.summarizers.chain(sampler_for(ctx))
-        return ToolContext(self.broker, self.history, chain, self.models, self.directory, built)
+        return ToolContext(
+            self.broker, self.history, chain, self.models, self.directory, built, self.profile
+        )
 
     async def call(
         self,
@@ -146,8 +152,16 @@ class ToolRunner:
             args = spec.args.model_validate(arguments)
         except ValidationError as exc:
             return error_result(f"{spec.name}: invalid arguments: {describe_validation_error(exc)}")
+        context = self._context(ctx, built)
+
+        def run() -> Any:
+            session_id = getattr(args, "session_id", None)
+            if self.profile is not None and isinstance(session_id, str):
+                self.broker.require_profile(session_id, self.profile)
+            return spec.run(context, args)
+
         try:
-            out = await anyio.to_thread.run_sync(spec.run, self._context(ctx, built), args)
+            out = await anyio.to_thread.run_sync(run)
         except ContextCoreError as exc:
             log.info("tool %s refused the call: %s", spec.name, exc.message[:200])
             return error_result(f"{spec.name}: {_describe_core(exc)}")

@@ -1,12 +1,15 @@
 """The HTTP transports: Streamable HTTP at ``/mcp`` and legacy SSE at ``/sse`` (messages at
-``/messages/``), behind ``HttpGuard``, served by uvicorn on a socket bound here."""
+``/messages/``), each profile's at ``/mcp/NAME`` and ``/sse/NAME`` (messages at
+``/messages/NAME/``), behind ``HttpGuard``, served by uvicorn on a socket bound here."""
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import logging
 import os
 import socket
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, Literal
 
 import uvicorn
@@ -14,9 +17,12 @@ from mcp.server import Server
 from mcp.server.sse import SseServerTransport
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from contextcore.config import ProfileConfig
 from contextcore.errors import ConfigError
 from server.settings import HttpConfig
 
@@ -45,6 +51,30 @@ def _auth_token(http: HttpConfig, environ: os._Environ[str] | dict[str, str]) ->
             )
         return token
     return http.auth_token or None
+
+
+def _profile_tokens(
+    profiles: Mapping[str, ProfileConfig], environ: os._Environ[str] | dict[str, str]
+) -> tuple[tuple[str, str], ...]:
+    """(token, profile) for every variable a profile's ``token_env`` names."""
+    pairs = []
+    for name, profile in profiles.items():
+        for variable in profile.token_env:
+            token = environ.get(variable, "")
+            if not token:  # fail closed, as auth_token_env does
+                raise ConfigError(
+                    f"profiles.{name}.token_env names {variable!r}, but that environment "
+                    "variable is not set or empty; set it or remove it from token_env",
+                    field=f"profiles.{name}.token_env",
+                )
+            pairs.append((token, name))
+    tokens = [t for t, _ in pairs]
+    if len(set(tokens)) != len(tokens):
+        raise ConfigError(
+            "two profiles' token_env variables hold the same token; give each profile its own",
+            field="profiles",
+        )
+    return tuple(pairs)
 
 
 MIN_COOKIE_KEY_CHARS = 32
@@ -84,6 +114,7 @@ def guard_settings(
     environ: os._Environ[str] | dict[str, str] | None = None,
     *,
     insecure: bool = False,
+    profiles: Mapping[str, ProfileConfig] | None = None,
 ) -> GuardSettings:
     """What the guard enforces for a server bound to ``host``: loopback names always, the
     bind address itself, and the configured hosts. Bound to every interface with no
@@ -92,11 +123,19 @@ def guard_settings(
     Bound to a non-loopback address, the server needs a bearer token; without one it refuses
     to start (``ConfigError``) unless ``insecure`` is set. ``allowed_hosts`` does not count:
     it guards browsers against DNS rebinding, and any other client can send any Host header.
+    A token of a profile's ``token_env`` counts: with one, every request needs a token.
     """
     environ = os.environ if environ is None else environ
     token = _auth_token(http, environ)
     cookie_key = _cookie_key(http, environ)
-    if not _is_loopback(host) and token is None:
+    selecting = _profile_tokens(profiles or {}, environ)
+    if token in {t for t, _ in selecting}:
+        raise ConfigError(
+            "a profile's token_env holds the same token as server.http.auth_token; give the "
+            "profile its own token",
+            field="profiles",
+        )
+    if not _is_loopback(host) and token is None and not selecting:
         if not insecure:
             raise ConfigError(
                 f"refusing to listen on {host!r} without server.http.auth_token_env (or "
@@ -118,12 +157,17 @@ def guard_settings(
                 "list the names clients use to reach this server",
                 host,
             )
-            return GuardSettings((), (), token, http.max_body_bytes, cookie_key)
+            return GuardSettings((), (), token, http.max_body_bytes, cookie_key, selecting)
     else:
         allowed.append(f"[{host}]" if ":" in host else host)
     allowed += LOOPBACK_HOSTS
     return GuardSettings(
-        tuple(dict.fromkeys(allowed)), http.allowed_origins, token, http.max_body_bytes, cookie_key
+        tuple(dict.fromkeys(allowed)),
+        http.allowed_origins,
+        token,
+        http.max_body_bytes,
+        cookie_key,
+        selecting,
     )
 
 
@@ -146,34 +190,92 @@ def build_http_app(
     *,
     session_idle_timeout: float = 300.0,
     routes: list[BaseRoute] | None = None,
+    profiles: Mapping[str, Server[Any]] | None = None,
 ) -> ASGIApp:
     """The ASGI app for one HTTP transport, wrapped in the guard. A Streamable HTTP session
     with no request in flight for ``session_idle_timeout`` seconds is closed (its id then
     answers 404, so the client starts a new one). ``routes`` (health, metrics, ``/ui/``)
-    are served beside the transport, behind the same guard."""
+    are served beside the transport, behind the same guard. Each of ``profiles`` (one MCP
+    server per profile) is served at ``/mcp/NAME`` (``/sse/NAME``); another name answers
+    404 saying which profiles there are."""
+    named = dict(profiles or {})
+    # Profiles first: the plain /messages/ mount would take /messages/NAME/ too.
+    apps = [
+        _endpoint_app(s, transport, f"/{name}", guard, session_idle_timeout)
+        for name, s in named.items()
+    ]
+    apps.append(_endpoint_app(server, transport, "", guard, session_idle_timeout))
+    unknown = _UnknownProfile(tuple(named))
+    app = Starlette(
+        routes=[
+            *(route for sub in apps for route in sub.router.routes),
+            Route(MCP_PATH + "/{name}", endpoint=unknown.answer, methods=["GET", "POST", "DELETE"]),
+            Route(SSE_PATH + "/{name}", endpoint=unknown.answer, methods=["GET"]),
+            *(routes or []),
+        ],
+        lifespan=_lifespans(apps),
+    )
+    return HttpGuard(app, guard)
+
+
+def _endpoint_app(
+    server: Server[Any],
+    transport: HttpTransport,
+    suffix: str,
+    guard: GuardSettings,
+    session_idle_timeout: float,
+) -> Starlette:
+    """One MCP server's endpoint (``/mcp`` or ``/sse`` with ``suffix``), as its own app."""
     # The guard already checks Host and Origin more precisely; the SDK's own check would
     # reject a port-less Host such as plain "localhost".
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    app: Starlette
     if transport == "http":
-        app = server.streamable_http_app(
-            streamable_http_path=MCP_PATH,
+        return server.streamable_http_app(
+            streamable_http_path=MCP_PATH + suffix,
             max_request_body_size=guard.max_body_bytes,
             transport_security=security,
             session_idle_timeout=session_idle_timeout,
         )
-    else:
-        sse = SseServerTransport(
-            MESSAGES_PATH, security_settings=security, max_request_body_size=guard.max_body_bytes
+    messages = f"/messages{suffix}/"
+    sse = SseServerTransport(
+        messages, security_settings=security, max_request_body_size=guard.max_body_bytes
+    )
+    return Starlette(
+        routes=[
+            Route(SSE_PATH + suffix, endpoint=_SseEndpoint(server, sse), methods=["GET"]),
+            Mount(messages, app=sse.handle_post_message),
+        ]
+    )
+
+
+def _lifespans(apps: list[Starlette]) -> Any:
+    """One lifespan running every endpoint app's (their session managers)."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with contextlib.AsyncExitStack() as stack:
+            for sub in apps:
+                await stack.enter_async_context(sub.router.lifespan_context(sub))
+            yield
+
+    return lifespan
+
+
+class _UnknownProfile:
+    """``/mcp/NAME`` of a profile the config does not have: 404 naming the ones it has."""
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = names
+
+    async def answer(self, request: Request) -> JSONResponse:
+        name = request.path_params["name"][:100]
+        known = ", ".join(self.names) if self.names else "none"
+        message = (
+            f"unknown profile {name!r}; this broker's profiles: {known} (served at "
+            f"{MCP_PATH}/NAME); {MCP_PATH} serves every server and item"
         )
-        app = Starlette(
-            routes=[
-                Route(SSE_PATH, endpoint=_SseEndpoint(server, sse), methods=["GET"]),
-                Mount(MESSAGES_PATH, app=sse.handle_post_message),
-            ]
-        )
-    app.router.routes.extend(routes or [])
-    return HttpGuard(app, guard)
+        error = {"code": -32600, "message": message}
+        return JSONResponse({"jsonrpc": "2.0", "id": None, "error": error}, status_code=404)
 
 
 def _bind(host: str, port: int) -> socket.socket:

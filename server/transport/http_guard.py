@@ -15,7 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..ui.login import UiLogin, is_ui_path
 
-__all__ = ["AUTHENTICATED", "LOOPBACK_HOSTS", "GuardSettings", "HttpGuard"]
+__all__ = ["AUTHENTICATED", "LOOPBACK_HOSTS", "GuardSettings", "HttpGuard", "profile_path"]
 
 log = logging.getLogger(__name__)
 
@@ -31,13 +31,26 @@ AUTHENTICATED = "context_broker.authenticated"
 class GuardSettings:
     """What the guard enforces. ``allowed_hosts`` entries are ``host`` or ``host:port`` or
     ``host:*``; an empty tuple turns the Host/Origin check off. ``ui_cookie_key`` signs the
-    ``/ui`` cookie (None: a random key per process)."""
+    ``/ui`` cookie (None: a random key per process). ``profile_tokens`` holds (token,
+    profile) pairs: such a token authenticates too, for that profile's endpoints only."""
 
     allowed_hosts: tuple[str, ...]
     allowed_origins: tuple[str, ...]
     auth_token: str | None
     max_body_bytes: int
     ui_cookie_key: bytes | None = None
+    profile_tokens: tuple[tuple[str, str], ...] = ()
+
+
+def profile_path(path: str, profile: str) -> str | None:
+    """Where a request of a host whose token selects ``profile`` goes: the plain MCP
+    endpoints become the profile's, its own stay; anything else is not for it (None)."""
+    if path in ("/mcp", "/mcp/"):
+        return f"/mcp/{profile}"
+    if path in ("/sse", "/sse/"):
+        return f"/sse/{profile}"
+    own = (f"/mcp/{profile}", f"/sse/{profile}")
+    return path if path in own or path.startswith(f"/messages/{profile}/") else None
 
 
 def _split(hostport: str) -> tuple[str, str]:
@@ -104,6 +117,12 @@ class HttpGuard:
             return
         if path in TOKEN_FREE_PATHS:
             scope = {**scope, AUTHENTICATED: self._bearer_ok(headers)}
+        elif who := self._who(headers):  # a profile's token: that profile's endpoints only
+            routed = profile_path(path, who)
+            if routed is None:
+                await _reject(send, *self._profile_refused(who))
+                return
+            scope = {**scope, "path": routed, "raw_path": routed.encode()}
         if scope["method"] in ("POST", "PUT", "PATCH"):
             limited = await self._limited_body(headers, receive, send)
             if limited is None:
@@ -146,17 +165,39 @@ class HttpGuard:
                     ),
                     None,
                 )
-        if needs_token and not self._bearer_ok(headers):
+        if needs_token and self._who(headers) is None:
             return self._token_refused()
         return None
 
-    def _bearer_ok(self, headers: Headers) -> bool:
-        expected = self.settings.auth_token
-        if expected is None:
-            return True
+    def _who(self, headers: Headers) -> str | None:
+        """Whom the bearer token speaks for: "" for the broker's own token (or anyone, when
+        no token is configured), a profile's name for that profile's token, None for a
+        missing or wrong token."""
+        s = self.settings
+        if s.auth_token is None and not s.profile_tokens:
+            return ""
         scheme, _, token = headers.get("authorization", "").partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(
-            token.strip().encode(), expected.encode()
+        if scheme.lower() != "bearer":
+            return None
+        given = token.strip().encode()
+        if s.auth_token is not None and hmac.compare_digest(given, s.auth_token.encode()):
+            return ""
+        for secret, profile in s.profile_tokens:
+            if hmac.compare_digest(given, secret.encode()):
+                return profile
+        return None
+
+    def _bearer_ok(self, headers: Headers) -> bool:
+        """Whether the request carries the broker's own token (or none is configured)."""
+        return self._who(headers) == ""
+
+    @staticmethod
+    def _profile_refused(profile: str) -> tuple[int, str, dict[str, str] | None]:
+        return (
+            403,
+            f"this bearer token selects profile {profile!r}: it reaches /mcp and /mcp/"
+            f"{profile} (or /sse and /sse/{profile}) only",
+            None,
         )
 
     @staticmethod

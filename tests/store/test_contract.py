@@ -275,3 +275,14 @@ def test_load_session_puts_header_items_and_turns_together(store: SessionStore) 
     assert session is not None
     assert session.items == (SessionItem(RULE, "always"),) and session.turns == (turn(sid, 1),)
     assert session.removed == (REF,) and session.agent == "agent"
+
+
+def test_a_session_header_keeps_the_profile_it_was_created_under(store: SessionStore) -> None:
+    sid = new_session_id()
+    header = SessionHeader(sid, None, "2026-01-01T00:00:00.000Z", "conservative", profile="cursor")
+    store.create_session(header, ())
+    assert store.header(sid) == header
+    plain = new_session(store)
+    assert store.header(plain).profile is None  # type: ignore[union-attr]
+    found = load_session(store, sid)
+    assert found is not None and found.profile == "cursor"

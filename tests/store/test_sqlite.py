@@ -50,7 +50,7 @@ def test_the_database_is_in_wal_mode_with_full_sync(tmp_path: Path) -> None:
     store = SqliteSessionStore(tmp_path / "s.sqlite3")
     assert store._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert store._db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
-    assert store._db.execute("SELECT version FROM schema_version").fetchall() == [(3,)]
+    assert store._db.execute("SELECT version FROM schema_version").fetchall() == [(4,)]
 
 
 def test_records_survive_a_new_store_on_the_same_file(tmp_path: Path) -> None:
