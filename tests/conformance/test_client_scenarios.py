@@ -2,8 +2,9 @@
 ``context-broker serve`` (client_driver.py plays the suite's client command).
 
 Every ``auth/*`` scenario the 2025-11-25 requirement set scores runs at that revision's wire
-version, plus the client credentials extension (secret and private key JWT). The suite is
-the 2026-07-28 preview pinned in tests/node (installed by scripts/setup-node.sh).
+version, plus the client credentials extension (secret and private key JWT) and the 2025-03-26
+discovery fallbacks. The suite is the 2026-07-28 preview pinned in tests/node (installed by
+scripts/setup-node.sh).
 """
 
 from __future__ import annotations
@@ -22,6 +23,11 @@ SUITE = NODE_DIR / "node_modules" / "conformance-2026" / "dist" / "index.js"
 REQUIREMENTS = NODE_DIR / "node_modules" / "conformance-2026" / "requirements" / "2025-11-25.yaml"
 DRIVER = Path(__file__).resolve().parent / "client_driver.py"
 EXTENSIONS = ["auth/client-credentials-basic", "auth/client-credentials-jwt"]
+# The 2025-03-26 fallbacks: metadata at the server's origin, endpoints without metadata.
+BACKCOMPAT = [
+    "auth/2025-03-26-oauth-metadata-backcompat",
+    "auth/2025-03-26-oauth-endpoint-fallback",
+]
 PARALLEL = 3  # scenarios at once: each runs a scenario server, the broker and its driver
 
 
@@ -47,9 +53,10 @@ async def _run(scenario: str) -> str | None:
     """None when the scenario passed, else the end of its report."""
     command = f"{shlex.quote(sys.executable)} {shlex.quote(str(DRIVER))}"
     cmd = ["node", str(SUITE), "client", "--command", command, "--scenario", scenario]
-    cmd += ["--spec-version", "2025-11-25", "--timeout", "90000"]
-    if scenario in EXTENSIONS:
-        cmd.append("--force")  # extensions are off the spec timeline
+    version = "2025-03-26" if scenario in BACKCOMPAT else "2025-11-25"
+    cmd += ["--spec-version", version, "--timeout", "90000"]
+    if scenario in EXTENSIONS + BACKCOMPAT:
+        cmd.append("--force")  # off the 2025-11-25 timeline
     with anyio.fail_after(150):
         done = await anyio.run_process(cmd, env=_node_env(), cwd=NODE_DIR, check=False)
     out = done.stdout.decode() + done.stderr.decode()
@@ -58,8 +65,8 @@ async def _run(scenario: str) -> str | None:
     return f"{scenario}:\n{out[-3000:]}"
 
 
-async def test_every_scored_oauth_client_scenario_passes_through_the_broker() -> None:
-    scenarios = _scored_auth_scenarios() + EXTENSIONS
+async def test_every_oauth_client_scenario_passes_through_the_broker() -> None:
+    scenarios = _scored_auth_scenarios() + EXTENSIONS + BACKCOMPAT
     assert len(scenarios) >= 16, scenarios
     limiter = anyio.CapacityLimiter(PARALLEL)
     failures: list[str] = []

@@ -85,6 +85,17 @@ async def test_tokens_survive_a_restart_and_are_refreshed(
     assert grants.get("refresh_token", 0) >= 1, grants
 
 
+async def test_an_sse_server_behind_oauth_is_signed_in_and_called(
+    oauth_downstream: str, tmp_path: Path
+) -> None:
+    config = write_config(tmp_path, f"{oauth_downstream}/sse", {})
+    text = config.read_text().replace('url = "', 'transport = "sse"\nurl = "', 1)
+    config.write_text(text)
+    with anyio.fail_after(60):
+        assert await drive(config) == ["remote__echo: hello"]
+    assert _grants(oauth_downstream).get("authorization_code") == 1
+
+
 async def _cli(*args: str, browser: str = NO_BROWSER) -> tuple[int, str, str]:
     env = {**os.environ, "BROWSER": browser}
     with anyio.fail_after(60):
