@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import Field
 
+from contextcore.errors import SessionError
 from contextcore.services.analytics import format_usage, load_sessions, usage_stats
 from contextcore.services.broker import ContextBroker
 
@@ -18,6 +19,12 @@ __all__ = ["GET_USAGE_STATS", "usage_payload"]
 class UsageArgs(Args):
     session_id: str | None = Field(
         None, description="One session's analytics; all stored sessions when omitted."
+    )
+    profile: str | None = Field(
+        None,
+        max_length=64,
+        description="Only the sessions created under this profile (a host connected "
+        "through a profile sees only its own).",
     )
 
 
@@ -51,18 +58,28 @@ class UsageOut(Out):
     report: str
 
 
-def usage_payload(broker: ContextBroker, session_id: str | None = None) -> UsageOut:
-    """The analytics as a result model (also the ``context://stats`` resource)."""
+def usage_payload(
+    broker: ContextBroker, session_id: str | None = None, profile: str | None = None
+) -> UsageOut:
+    """The analytics as a result model (also the ``context://stats`` resource); with
+    ``profile``, of the sessions created under it only."""
+    broker.profile(profile)  # a clear error for an unknown profile
     if session_id is not None:
         broker.session(session_id)  # a clear error for an unknown or malformed id
-    sessions, warnings = load_sessions(broker.store, session_id)
+    sessions, warnings = load_sessions(broker.store, session_id, profile)
     events = broker.store.usage_events(session_id)
     stats = usage_stats(sessions, broker.catalog, warnings=warnings, events=events)
     return UsageOut(**stats.to_dict(), report=format_usage(stats))
 
 
 def _usage(ctx: ToolContext, args: UsageArgs) -> UsageOut:
-    return usage_payload(ctx.broker, args.session_id)
+    profile = args.profile if ctx.profile is None else ctx.profile
+    if args.profile not in (None, profile):
+        raise SessionError(
+            f"this connection uses profile {ctx.profile!r}; it sees only that profile's analytics",
+            field="profile",
+        )
+    return usage_payload(ctx.broker, args.session_id, profile)
 
 
 GET_USAGE_STATS = ToolSpec(

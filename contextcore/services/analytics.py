@@ -248,14 +248,17 @@ def _turn_problem(turn: RequestContext) -> str | None:
 
 
 def load_sessions(
-    store: SessionStore, session_id: str | None = None
+    store: SessionStore, session_id: str | None = None, profile: str | None = None
 ) -> tuple[list[Session], list[str]]:
-    """Every stored session (or just one), and a warning for each one that could not be
-    read (a damaged row), which is left out rather than failing the whole report."""
+    """Every stored session (or just one; with ``profile``, only those created under it),
+    and a warning for each one that could not be read (a damaged row), which is left out
+    rather than failing the whole report."""
     ids = [session_id] if session_id is not None else store.list_session_ids()
     sessions: list[Session] = []
     warnings: list[str] = []
     for sid in ids:
+        if profile is not None and _profile_of(store, sid) != profile:
+            continue
         try:
             found = load_session(store, sid)
         except _UNREADABLE as exc:
@@ -271,6 +274,16 @@ def load_sessions(
 
 
 _UNREADABLE = (ContextCoreError, ValueError, KeyError, TypeError)
+
+
+def _profile_of(store: SessionStore, sid: str) -> str | None:
+    """The profile a session was created under (None: none, or its header is unreadable,
+    which the full read then reports)."""
+    try:
+        header = store.header(sid)
+    except _UNREADABLE:
+        return None
+    return header.profile if header is not None else None
 
 
 def _reason(exc: BaseException) -> str:
@@ -312,6 +325,7 @@ def _session_without_turns(store: SessionStore, sid: str) -> Session | None:
         items=store.items(sid),
         removed=header.removed,
         preset=header.preset,
+        profile=header.profile,
     )
 
 

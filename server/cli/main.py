@@ -176,6 +176,9 @@ def _stats_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     _add_config(stats)
     stats.add_argument("--session", default=None, help="one session id (default: all)")
+    stats.add_argument(
+        "--profile", default=None, help="only sessions created under [profiles.NAME]"
+    )
     stats.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -389,7 +392,7 @@ def _cmd_stats(args: argparse.Namespace) -> int:
         )
         return 2
     parts = build_broker(config, store=build_store(config), use_config_embedder=False)
-    usage = usage_payload(parts.broker, args.session)
+    usage = usage_payload(parts.broker, args.session, args.profile)
     if args.json:
         print(json.dumps(usage.model_dump(mode="json", exclude={"report"})))
     else:

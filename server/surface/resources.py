@@ -141,7 +141,7 @@ class ResourceReader:
                 rows = catalog_rows(self.broker, None, self.profile).model_dump(mode="json")
                 return _contents(uri, rows, self._catalog_markdown(rows["items"]))
             case "stats", []:
-                usage = usage_payload(self.broker)
+                usage = usage_payload(self.broker, None, self.profile)
                 data = usage.model_dump(mode="json", exclude={"report"})
                 return _contents(uri, data, f"# Usage\n\n```\n{usage.report}\n```\n")
             case "sessions", [session_id, *rest]:

@@ -4,9 +4,11 @@ unknown profile gets."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx2
@@ -232,3 +234,46 @@ def test_a_profile_naming_unknown_servers_or_items_is_refused_at_load(tmp_path: 
     assert tools.returncode == 1 and "'delta/x'" in tools.stderr
     assert rules.returncode == 1 and "'no-such-rule'" in rules.stderr
     assert checked.returncode != 0 and "'gamma'" in checked.stdout + checked.stderr
+
+
+async def _session_under(config: Path, profile: str, message: str) -> dict[str, Any]:
+    """One session created through ``serve --profile`` with one request context; the
+    profile host's own usage stats."""
+    params = StdioServerParameters(
+        command=BROKER,
+        args=["serve", "--config", str(config), "--profile", profile],
+        env=server_env(),
+    )
+    with anyio.fail_after(90):
+        async with Client(params) as client:
+            created = await call(client, "create_session")
+            await call(
+                client, "build_request_context", session_id=created["session_id"], message=message
+            )
+            return await call(client, "get_usage_stats")
+
+
+async def test_usage_stats_show_the_sessions_of_one_profile(tmp_path: Path) -> None:
+    config = write_config(tmp_path, backend="sqlite", extra=PROFILES)
+    await _session_under(config, "files", "parameterized SQL queries")
+    own = await _session_under(config, "ops", "deploy the service")
+    done = subprocess.run(
+        [BROKER, "stats", "--config", str(config), "--profile", "ops", "--json"],
+        env=server_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    everything = subprocess.run(
+        [BROKER, "stats", "--config", str(config), "--json"],
+        env=server_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert own["sessions"] == 1 and own["turns"] == 1
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["sessions"] == 1
+    assert json.loads(everything.stdout)["sessions"] == 2
