@@ -150,6 +150,10 @@ class DownstreamConfig(ConfigModel):
     max_description_chars: int | None = Field(None, ge=100)
     tools: dict[str, DownstreamToolConfig] = Field(default_factory=dict)
     oauth: OAuthConfig | None = None
+    # None: the newest version both sides speak (see server.gateway.connection).
+    protocol_version: (
+        Literal["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"] | None
+    ) = None
 
     @model_validator(mode="after")
     def _one_target(self) -> DownstreamConfig:
@@ -161,6 +165,8 @@ class DownstreamConfig(ConfigModel):
             raise ValueError("transport 'stdio' needs 'command', not 'url'")
         if self.oauth is not None and self.url is None:
             raise ValueError("'oauth' works with 'url' servers (http or sse) only")
+        if self.protocol_version == "2026-07-28" and self.kind != "http":
+            raise ValueError("protocol_version '2026-07-28' works with 'url' http servers only")
         return self
 
     @property
