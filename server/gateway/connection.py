@@ -20,17 +20,20 @@ import anyio
 import httpx2
 import mcp_types as types
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
-from mcp.client.session import IncomingMessage
+from mcp.client._input_required import run_input_required_driver
+from mcp.client.session import ClientRequestContext, IncomingMessage
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.message import SessionMessage
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 from pydantic import TypeAdapter, ValidationError
 
 from server.settings import DownstreamConfig
 
 from ..transport.sdk_compat import ReadStream
 from .naming import sanitize
+from .relay import Relay
 from .stdio_link import StdioLink, open_stdio_link
 
 __all__ = ["Connection", "NotificationFn", "open_connection", "read_tail", "spool_stderr"]
@@ -40,8 +43,15 @@ log = logging.getLogger(__name__)
 NotificationFn = Callable[[types.ServerNotification], Awaitable[None]]
 _CLIENT_INFO = types.Implementation(name="context-broker-gateway", version="0.1.0")
 _CALL_RESULT: TypeAdapter[types.CallToolResult] = TypeAdapter(types.CallToolResult)
+_CALL_OUTCOME: TypeAdapter[types.CallToolResult | types.InputRequiredResult] = TypeAdapter(
+    types.CallToolResult | types.InputRequiredResult
+)
 _JSON_OBJECT: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 _STDERR_TAIL = 2000
+_SendFn = Callable[
+    [types.InputResponses | None, str | None],
+    Awaitable[types.CallToolResult | types.InputRequiredResult],
+]
 
 
 class _WatchedReadStream:
@@ -114,12 +124,14 @@ class Connection:
         closed: anyio.Event,
         stderr: IO[bytes] | None,
         link: StdioLink | None = None,
+        relay: Relay | None = None,
     ) -> None:
         self.name = name
         self.session = session
         self.closed = closed
         self._stderr = stderr
         self._link = link
+        self._relay = relay or Relay(name, 30.0)
 
     @property
     def capabilities(self) -> types.ServerCapabilities:
@@ -133,6 +145,47 @@ class Connection:
         """Every tool, following pagination."""
         return await _all_pages(self.session.list_tools, "tools")
 
+    def _sender(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None,
+        timeout: float | None,
+        progress_callback: ProgressFnT | None = None,
+    ) -> _SendFn:
+        """Sends the ``tools/call`` of ``name``, again with a host's answers and the server's
+        request state when the server asked for input (2026-07-28)."""
+
+        async def send(
+            responses: types.InputResponses | None, state: str | None
+        ) -> types.CallToolResult | types.InputRequiredResult:
+            params = types.CallToolRequestParams(
+                name=name, arguments=arguments, input_responses=responses, request_state=state
+            )
+            return await self.session.send_request(
+                types.CallToolRequest(params=params),
+                _CALL_OUTCOME,
+                request_read_timeout_seconds=timeout,
+                progress_callback=progress_callback,
+            )
+
+        return send
+
+    async def _finished(
+        self, outcome: types.CallToolResult | types.InputRequiredResult, send: _SendFn
+    ) -> types.CallToolResult:
+        """The call's result, once every ``InputRequiredResult`` was answered by the host."""
+        if isinstance(outcome, types.CallToolResult):
+            return outcome
+        return await run_input_required_driver(outcome, dispatch=self._answer, retry=send)
+
+    async def _answer(
+        self, key: str, request: types.InputRequest
+    ) -> types.InputResponse | types.ErrorData:
+        """One request embedded in an ``InputRequiredResult``, through the relay."""
+        meta = request.params.meta if request.params else None
+        context = ClientRequestContext(session=self.session, request_id=key, meta=meta)
+        return await self.session.dispatch_input_request(context, request)
+
     async def call_tool(
         self,
         name: str,
@@ -141,16 +194,12 @@ class Connection:
         timeout: float | None,
         progress_callback: ProgressFnT | None = None,
     ) -> types.CallToolResult:
-        """Call a tool and return its result as sent (no client-side output validation)."""
-        request = types.CallToolRequest(
-            params=types.CallToolRequestParams(name=name, arguments=arguments)
-        )
-        return await self.session.send_request(
-            request,
-            _CALL_RESULT,
-            request_read_timeout_seconds=timeout,
-            progress_callback=progress_callback,
-        )
+        """Call a tool and return its result as sent (no client-side output validation).
+        What the server asks meanwhile goes to the host the call is made for (see
+        :mod:`.relay`), also when it asks with a 2026-07-28 ``InputRequiredResult``."""
+        send = self._sender(name, arguments, timeout, progress_callback)
+        with self._relay.call():
+            return await self._finished(await send(None, None), send)
 
     async def call_tool_json(
         self, name: str, arguments: dict[str, Any] | None, *, timeout: float | None
@@ -161,11 +210,17 @@ class Connection:
             request = types.CallToolRequest(
                 params=types.CallToolRequestParams(name=name, arguments=arguments)
             )
-            return await self.session.send_request(
-                request,
-                _JSON_OBJECT,  # type: ignore[type-var]
-                request_read_timeout_seconds=timeout,
-            )
+            with self._relay.call():
+                result = await self.session.send_request(
+                    request,
+                    _JSON_OBJECT,  # type: ignore[type-var]
+                    request_read_timeout_seconds=timeout,
+                )
+                if result.get("resultType") != "input_required":
+                    return result
+                first = types.InputRequiredResult.model_validate(result, by_name=False)
+                done = await self._finished(first, self._sender(name, arguments, timeout))
+            return done.model_dump(by_alias=True, mode="json", exclude_none=True)
         result = await self._link.request_json(
             "tools/call", _call_params(name, arguments), timeout=timeout
         )
@@ -305,16 +360,64 @@ async def open_connection(
         else:
             await on_notification(message)
 
+    relay = Relay(name, config.timeout)
     session = ClientSession(
         _WatchedReadStream(read, closed),
         write,
         read_timeout_seconds=config.timeout,
+        sampling_callback=relay.sample,
+        elicitation_callback=relay.elicit,
+        list_roots_callback=relay.list_roots,
+        logging_callback=relay.log,
         message_handler=handle,
         client_info=_CLIENT_INFO,
     )
     await stack.enter_async_context(session)
-    await session.initialize()
-    return Connection(name, session, closed, stderr, link)
+    await _negotiate(session, config)
+    return Connection(name, session, closed, stderr, link, relay)
+
+
+# What the broker can relay to a host (see .relay). Roots changes are not relayed, so
+# listChanged is not declared.
+_RELAYED = types.ClientCapabilities(
+    sampling=types.SamplingCapability(),
+    elicitation=types.ElicitationCapability(
+        form=types.FormElicitationCapability(), url=types.UrlElicitationCapability()
+    ),
+    roots=types.RootsCapability(),
+)
+
+
+async def _negotiate(session: ClientSession, config: DownstreamConfig) -> None:
+    """Agree on the protocol version: ``config.protocol_version`` when set, else the newest
+    both sides speak. An http server is asked with ``server/discover`` (2026-07-28) first
+    and falls back to the ``initialize`` handshake; stdio and sse servers speak the
+    handshake (the stdio fast lane and the sse transport are handshake-era wires)."""
+    wanted = config.protocol_version
+    if (wanted is None and config.kind == "http") or wanted == "2026-07-28":
+        try:
+            await session.discover()
+            return
+        except (MCPError, RuntimeError):
+            if wanted is not None:
+                raise
+    await _handshake(session, wanted or LATEST_HANDSHAKE_VERSION)
+
+
+async def _handshake(session: ClientSession, version: str) -> None:
+    """The ``initialize`` handshake offering ``version``, declaring what can be relayed."""
+    params = types.InitializeRequestParams(
+        protocol_version=version, capabilities=_RELAYED, client_info=_CLIENT_INFO
+    )
+    result = await session.send_request(
+        types.InitializeRequest(params=params), types.InitializeResult
+    )
+    if result.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
+        raise RuntimeError(
+            f"unsupported protocol version from the server: {result.protocol_version!r}"
+        )
+    session.adopt(result)
+    await session.send_notification(types.InitializedNotification())
 
 
 async def _all_pages(fetch: Any, field: str) -> list[Any]:

@@ -45,6 +45,7 @@ from .call_policy import call_refusal
 from .errors import GatewayError
 from .gateway import Gateway
 from .models import ExposedTool
+from .relay import Host, calling_for
 
 __all__ = ["GatewayDirectory", "GatewaySurface", "HostNotifier"]
 
@@ -242,11 +243,14 @@ class GatewaySurface:
         session: ServerSession | None,
         meta: Mapping[str, Any] | None = None,
         profile: Profile | None = None,
+        request_id: types.RequestId | None = None,
     ) -> types.CallToolResult:
         """Run a gateway tool or forward an exposed tool; failures become tool errors. A
         ``session_id`` (an argument of ``call_tool``, or in ``_meta`` of an exposed tool's
         call) records the call and its result in that session (see :meth:`_record_call`).
-        Under ``profile``, a tool outside it is refused."""
+        Under ``profile``, a tool outside it is refused. What the downstream asks during
+        the call (elicitation, sampling, roots, logs) goes to ``session``, on the stream of
+        its request ``request_id`` (see :mod:`.relay`)."""
         if name == LIST_SERVERS:
             return self._list_servers(profile)
         await self.startup()
@@ -256,9 +260,11 @@ class GatewaySurface:
         wants_progress = meta is not None and any(
             k in meta for k in ("progress_token", "progressToken")
         )
-        result = await self._forward(
-            checked.server, checked.tool, checked.arguments, session if wants_progress else None
-        )
+        host = None if session is None or request_id is None else Host(session, request_id)
+        with calling_for(host):
+            result = await self._forward(
+                checked.server, checked.tool, checked.arguments, session if wants_progress else None
+            )
         if checked.session_id is not None:
             await self._record_call(checked, result)
         return result

@@ -148,7 +148,12 @@ def _tool_handlers(
             await surface.startup()
         if surface is not None and surface.handles(params.name):
             return await surface.call(
-                params.name, params.arguments or {}, ctx.session, params.meta, profile
+                params.name,
+                params.arguments or {},
+                ctx.session,
+                params.meta,
+                profile,
+                request_id=ctx.request_id,
             )
         names = ", ".join(runner.specs)
         raise MCPError(

@@ -84,6 +84,26 @@ def arguments_for(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+async def accept_defaults(
+    context: Any, params: types.ElicitRequestParams
+) -> types.ElicitResult | types.ErrorData:
+    """The host's answer to an elicitation: accept, with each field's default."""
+    if not isinstance(params, types.ElicitRequestFormParams):
+        return types.ElicitResult(action="decline")
+    fields = params.requested_schema.get("properties") or {}
+    content = {name: field["default"] for name, field in fields.items() if "default" in field}
+    return types.ElicitResult(action="accept", content=content)
+
+
+def echo_arguments(tool: types.Tool, listed: list[types.Tool]) -> dict[str, Any] | None:
+    """For the schema echo tool of json-schema-2020-12-preservation: the other tool's input
+    schema as the broker listed it (None for any other tool)."""
+    if tool.name != f"{SERVER}__json_schema_echo":
+        return None
+    focal = next(t for t in listed if t.name == f"{SERVER}__json_schema_2020_12_tool")
+    return {"schema": focal.input_schema}
+
+
 async def downstream_tools(session: ClientSession, changed: list[anyio.Event]) -> list[types.Tool]:
     """The downstream's tools as the broker lists them, once they arrived; gives up (raises)
     when the broker reports that the server's first connection failed."""
@@ -125,14 +145,21 @@ async def drive(config: Path, browser: str = BROWSER) -> list[str]:
         if isinstance(message, types.ToolListChangedNotification):
             changed[0].set()
 
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        pass  # a host that shows progress; its calls take the full path, which relays
+
     async with (
         stdio_client(params) as (read, write),
-        ClientSession(read, write, message_handler=on_message) as session,
+        ClientSession(
+            read, write, message_handler=on_message, elicitation_callback=accept_defaults
+        ) as session,
     ):
         await session.initialize()
         calls = []
-        for tool in await downstream_tools(session, changed):
-            result = await session.call_tool(tool.name, arguments_for(tool.input_schema))
+        listed = await downstream_tools(session, changed)
+        for tool in listed:
+            arguments = echo_arguments(tool, listed) or arguments_for(tool.input_schema)
+            result = await session.call_tool(tool.name, arguments, progress_callback=progress)
             text = " ".join(b.text for b in result.content if isinstance(b, types.TextContent))
             calls.append(f"{tool.name}: {'error: ' if result.is_error else ''}{text}")
         return calls

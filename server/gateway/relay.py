@@ -1,0 +1,184 @@
+"""What a downstream server asks while a host's call is in flight, asked of that host.
+
+A downstream tool may ask its client for user input (``elicitation/create``), a model
+completion (``sampling/createMessage``) or the client's roots (``roots/list``), and send log
+messages; on the 2026-07-28 wire the same requests come embedded in an
+``InputRequiredResult``. The broker is that client, and the one who can answer is the host
+whose call is running. :func:`calling_for` marks the host of the call the current task
+makes (the gateway surface sets it around a forwarded call); each downstream connection's
+:class:`Relay` keeps the hosts of its calls in flight and gives the SDK client session the
+callbacks that ask them.
+
+When no host can answer (no call in flight, calls of several hosts at once, a host that did
+not declare the capability, a 2026-07-28 host connection with no back-channel) the
+downstream gets ``-32601`` with a message saying why, at once rather than a hang; a host's
+own error is passed back as it is. Log messages go to the host of the call in flight (a
+handshake-era one) and are dropped otherwise.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.client.session import ClientRequestContext
+from mcp.server.session import ServerSession
+from mcp.shared.exceptions import MCPError, NoBackChannelError
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel
+
+from ..transport.sdk_compat import connection_key
+
+__all__ = ["Host", "Relay", "calling_for"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Host:
+    """The host connection that made a call: its SDK session and the id of its request
+    (the downstream's questions ride that request's stream, over HTTP too)."""
+
+    session: ServerSession
+    request_id: types.RequestId
+
+    @property
+    def key(self) -> int:
+        return connection_key(self.session)
+
+    def declared(self) -> types.ClientCapabilities:
+        return self.session.client_capabilities or types.ClientCapabilities()
+
+
+# The host of the call the current task forwards: set by the gateway surface around the
+# call, read by the connection that sends it (the same task), so no signature in between
+# has to carry it.
+_CALLER: ContextVar[Host | None] = ContextVar("gateway_caller", default=None)
+
+
+@contextmanager
+def calling_for(host: Host | None) -> Iterator[None]:
+    """Mark ``host`` as the one a downstream call made in this block is made for."""
+    token = _CALLER.set(host)
+    try:
+        yield
+    finally:
+        _CALLER.reset(token)
+
+
+def _refused(why: str) -> types.ErrorData:
+    return types.ErrorData(code=types.METHOD_NOT_FOUND, message=why)
+
+
+class Relay:
+    """One downstream connection's calls in flight and the hosts they were made for; its
+    ``elicit``/``sample``/``list_roots``/``log`` are the client session's callbacks.
+    ``timeout`` bounds each question to a host."""
+
+    def __init__(self, server: str, timeout: float) -> None:
+        self._server = server
+        self._timeout = timeout
+        self._inflight: dict[int, Host] = {}
+        self._ids = itertools.count()
+
+    @contextmanager
+    def call(self) -> Iterator[None]:
+        """Hold a call made in this block as in flight for the host :func:`calling_for` set."""
+        host = _CALLER.get()
+        if host is None:
+            yield
+            return
+        ticket = next(self._ids)
+        self._inflight[ticket] = host
+        try:
+            yield
+        finally:
+            del self._inflight[ticket]
+
+    def _host(self, what: str) -> Host | types.ErrorData:
+        """The one host the server's question can be for, or why there is none."""
+        hosts = {host.key: host for host in self._inflight.values()}
+        if not hosts:
+            return _refused(f"{what}: no host call to {self._server!r} is in flight to ask")
+        if len(hosts) > 1:
+            return _refused(f"{what}: calls of several hosts are in flight; cannot tell whom")
+        host = next(iter(hosts.values()))
+        if host.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return _refused(f"{what}: the host's connection has no channel for requests")
+        return host
+
+    async def _ask(self, host: Host, request: types.ServerRequest, result: type[BaseModel]) -> Any:
+        """Send ``request`` to ``host`` on its call's stream; its error comes back as is."""
+        related = ServerMessageMetadata(related_request_id=host.request_id)
+        try:
+            with anyio.fail_after(self._timeout):
+                return await host.session.send_request(request, result, metadata=related)
+        except NoBackChannelError:
+            return _refused(f"{request.method}: the host's connection has no channel for requests")
+        except MCPError as exc:
+            return exc.error
+        except TimeoutError:
+            return types.ErrorData(
+                code=types.REQUEST_TIMEOUT,
+                message=f"{request.method}: the host did not answer within {self._timeout:g}s",
+            )
+
+    async def elicit(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        """``elicitation/create``: asked of a host that declared the mode it uses."""
+        host = self._host("elicitation")
+        if isinstance(host, types.ErrorData):
+            return host
+        declared = host.declared().elicitation
+        url = isinstance(params, types.ElicitRequestURLParams)
+        if declared is None or (url and declared.url is None):
+            return _refused(f"the host does not support {'URL' if url else 'form'} elicitation")
+        return await self._ask(host, types.ElicitRequest(params=params), types.ElicitResult)
+
+    async def sample(
+        self, context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
+        """``sampling/createMessage``: asked of a host that declared sampling (with tools,
+        when the request has tools)."""
+        host = self._host("sampling")
+        if isinstance(host, types.ErrorData):
+            return host
+        declared = host.declared().sampling
+        if declared is None or (params.tools and declared.tools is None):
+            return _refused(
+                "the host does not support sampling" + (" with tools" if params.tools else "")
+            )
+        result = types.CreateMessageResultWithTools if params.tools else types.CreateMessageResult
+        return await self._ask(host, types.CreateMessageRequest(params=params), result)
+
+    async def list_roots(
+        self, context: ClientRequestContext
+    ) -> types.ListRootsResult | types.ErrorData:
+        """``roots/list``: asked of a host that declared roots."""
+        host = self._host("roots")
+        if isinstance(host, types.ErrorData):
+            return host
+        if host.declared().roots is None:
+            return _refused("the host does not support roots")
+        return await self._ask(host, types.ListRootsRequest(), types.ListRootsResult)
+
+    async def log(self, params: types.LoggingMessageNotificationParams) -> None:
+        """A downstream log message: to the host of the call in flight, if there is one."""
+        host = self._host("logging")
+        if isinstance(host, types.ErrorData):
+            log.debug("downstream %r log message not relayed: %s", self._server, host.message)
+            return
+        note = types.LoggingMessageNotification(params=params)
+        try:
+            await host.session.send_notification(note, related_request_id=host.request_id)
+        except Exception as exc:  # the host may be gone; the call goes on
+            log.debug("could not relay a log message of %r: %s", self._server, exc)
