@@ -55,11 +55,15 @@ _SendFn = Callable[
 
 
 class _WatchedReadStream:
-    """A read stream that sets ``closed`` when the transport ends (EOF or closed)."""
+    """A read stream that sets ``closed`` when the transport ends (EOF or closed). Once
+    :attr:`modern` is set (a 2026-07-28 connection), a result without ``resultType`` is
+    read as ``"complete"``, as that revision tells clients to (the SDK's result check
+    would otherwise refuse it)."""
 
     def __init__(self, inner: ReadStream[SessionMessage | Exception], closed: anyio.Event) -> None:
         self._inner = inner
         self._closed = closed
+        self.modern = False
 
     @property
     def last_context(self) -> Any:
@@ -67,10 +71,15 @@ class _WatchedReadStream:
 
     async def receive(self) -> SessionMessage | Exception:
         try:
-            return await self._inner.receive()
+            message = await self._inner.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
             self._closed.set()
             raise
+        if self.modern and isinstance(message, SessionMessage):
+            response = message.message
+            if isinstance(response, types.JSONRPCResponse):
+                response.result.setdefault("resultType", "complete")
+        return message
 
     async def aclose(self) -> None:
         self._closed.set()
@@ -361,8 +370,9 @@ async def open_connection(
             await on_notification(message)
 
     relay = Relay(name, config.timeout)
+    watched = _WatchedReadStream(read, closed)
     session = ClientSession(
-        _WatchedReadStream(read, closed),
+        watched,
         write,
         read_timeout_seconds=config.timeout,
         sampling_callback=relay.sample,
@@ -374,6 +384,7 @@ async def open_connection(
     )
     await stack.enter_async_context(session)
     await _negotiate(session, config)
+    watched.modern = session.discover_result is not None
     return Connection(name, session, closed, stderr, link, relay)
 
 
@@ -398,7 +409,7 @@ async def _negotiate(session: ClientSession, config: DownstreamConfig) -> None:
         try:
             await session.discover()
             return
-        except (MCPError, RuntimeError):
+        except (MCPError, RuntimeError, ValidationError):  # a handshake-era server
             if wanted is not None:
                 raise
     await _handshake(session, wanted or LATEST_HANDSHAKE_VERSION)

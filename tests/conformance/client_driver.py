@@ -95,9 +95,15 @@ async def accept_defaults(
     return types.ElicitResult(action="accept", content=content)
 
 
-def echo_arguments(tool: types.Tool, listed: list[types.Tool]) -> dict[str, Any] | None:
-    """For the schema echo tool of json-schema-2020-12-preservation: the other tool's input
-    schema as the broker listed it (None for any other tool)."""
+def given_arguments(
+    tool: types.Tool, listed: list[types.Tool], context: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The arguments a scenario asks for: its context's ``toolCalls`` (http-custom-headers),
+    or for the echo tool of json-schema-2020-12-preservation the other tool's input schema as
+    the broker listed it. None when the scenario says nothing about ``tool``."""
+    for call in context.get("toolCalls") or []:
+        if f"{SERVER}__{call['name']}" == tool.name:
+            return dict(call.get("arguments") or {})
     if tool.name != f"{SERVER}__json_schema_echo":
         return None
     focal = next(t for t in listed if t.name == f"{SERVER}__json_schema_2020_12_tool")
@@ -133,7 +139,9 @@ async def server_row(session: ClientSession) -> dict[str, Any]:
 BROWSER = f"{shlex.quote(sys.executable)} {shlex.quote(str(HERE / 'open_url.py'))} %s"
 
 
-async def drive(config: Path, browser: str = BROWSER) -> list[str]:
+async def drive(
+    config: Path, browser: str = BROWSER, context: dict[str, Any] | None = None
+) -> list[str]:
     """Serve ``config`` over stdio with ``BROWSER=browser``; list and call every downstream
     tool once. One line per call: the tool's name and its result's text."""
     env = dict(os.environ)
@@ -158,7 +166,9 @@ async def drive(config: Path, browser: str = BROWSER) -> list[str]:
         calls = []
         listed = await downstream_tools(session, changed)
         for tool in listed:
-            arguments = echo_arguments(tool, listed) or arguments_for(tool.input_schema)
+            arguments = given_arguments(tool, listed, context or {})
+            if arguments is None:
+                arguments = arguments_for(tool.input_schema)
             result = await session.call_tool(tool.name, arguments, progress_callback=progress)
             text = " ".join(b.text for b in result.content if isinstance(b, types.TextContent))
             calls.append(f"{tool.name}: {'error: ' if result.is_error else ''}{text}")
@@ -174,7 +184,7 @@ def main() -> int:
         folder = Path(kept) if kept else Path(scratch)
         folder.mkdir(parents=True, exist_ok=True)
         config = write_config(folder, url, oauth_table(scenario, context))
-        for line in anyio.run(drive, config):
+        for line in anyio.run(drive, config, BROWSER, context):
             print(line, file=sys.stderr)
     return 0
 
