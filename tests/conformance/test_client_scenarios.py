@@ -1,9 +1,10 @@
 """The broker as an MCP client: the conformance suite's OAuth client scenarios through
 ``context-broker serve`` (client_driver.py plays the suite's client command).
 
-Every ``auth/*`` scenario the 2025-11-25 requirement set scores runs at that revision's wire
-version, plus the client credentials extension (secret and private key JWT) and the 2025-03-26
-discovery fallbacks. The suite is the 2026-07-28 preview pinned in tests/node (installed by
+Every ``auth/*`` scenario the 2025-11-25 and 2026-07-28 requirement sets score runs at the
+2025-11-25 wire version (the handshake era the broker's downstream connections speak), plus
+the client credentials extension (secret and private key JWT) and the 2025-03-26 discovery
+fallbacks. The suite is the 2026-07-28 preview pinned in tests/node (installed by
 scripts/setup-node.sh).
 """
 
@@ -20,7 +21,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 NODE_DIR = ROOT / "tests" / "node"
 SUITE = NODE_DIR / "node_modules" / "conformance-2026" / "dist" / "index.js"
-REQUIREMENTS = NODE_DIR / "node_modules" / "conformance-2026" / "requirements" / "2025-11-25.yaml"
+REQUIREMENTS = NODE_DIR / "node_modules" / "conformance-2026" / "requirements"
 DRIVER = Path(__file__).resolve().parent / "client_driver.py"
 EXTENSIONS = ["auth/client-credentials-basic", "auth/client-credentials-jwt"]
 # The 2025-03-26 fallbacks: metadata at the server's origin, endpoints without metadata.
@@ -31,11 +32,12 @@ BACKCOMPAT = [
 PARALLEL = 3  # scenarios at once: each runs a scenario server, the broker and its driver
 
 
-def _scored_auth_scenarios() -> list[str]:
-    """The ``auth/*`` client scenarios the 2025-11-25 requirement set scores."""
-    if not REQUIREMENTS.exists():
+def _scored_auth_scenarios(revision: str) -> list[str]:
+    """The ``auth/*`` client scenarios a revision's requirement set scores."""
+    path = REQUIREMENTS / f"{revision}.yaml"
+    if not path.exists():
         pytest.fail("conformance-2026 is not installed; run scripts/setup-node.sh")
-    lines = REQUIREMENTS.read_text(encoding="utf-8").split("\nclient:\n", 1)[1]
+    lines = path.read_text(encoding="utf-8").split("\nclient:\n", 1)[1]
     section = lines.split("\n\n", 1)[0]
     return [line.strip()[2:] for line in section.splitlines() if line.strip().startswith("- auth/")]
 
@@ -55,8 +57,7 @@ async def _run(scenario: str) -> str | None:
     cmd = ["node", str(SUITE), "client", "--command", command, "--scenario", scenario]
     version = "2025-03-26" if scenario in BACKCOMPAT else "2025-11-25"
     cmd += ["--spec-version", version, "--timeout", "90000"]
-    if scenario in EXTENSIONS + BACKCOMPAT:
-        cmd.append("--force")  # off the 2025-11-25 timeline
+    cmd.append("--force")  # extensions, 2025-03-26 and 2026-07-28 scenarios are not of 2025-11-25
     with anyio.fail_after(150):
         done = await anyio.run_process(cmd, env=_node_env(), cwd=NODE_DIR, check=False)
     out = done.stdout.decode() + done.stderr.decode()
@@ -66,8 +67,12 @@ async def _run(scenario: str) -> str | None:
 
 
 async def test_every_oauth_client_scenario_passes_through_the_broker() -> None:
-    scenarios = _scored_auth_scenarios() + EXTENSIONS + BACKCOMPAT
-    assert len(scenarios) >= 16, scenarios
+    scored = _scored_auth_scenarios("2025-11-25")
+    # The 2026-07-28 set adds iss, offline_access, resource and migration checks; they run
+    # over the handshake era too, which is what the broker's downstream connections speak.
+    later = [s for s in _scored_auth_scenarios("2026-07-28") if s not in scored]
+    assert len(scored) >= 14 and len(later) >= 10, (scored, later)
+    scenarios = scored + later + EXTENSIONS + BACKCOMPAT
     limiter = anyio.CapacityLimiter(PARALLEL)
     failures: list[str] = []
 
