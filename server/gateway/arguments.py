@@ -1,6 +1,12 @@
 """Checks a downstream tool call's arguments against the tool's input schema before it is
 forwarded, so a model that built bad arguments learns what is wrong without the call
-reaching the server."""
+reaching the server.
+
+The schema is read as its server wrote it (JSON Schema 2020-12 by default, or the dialect
+its ``$schema`` names): ``$ref``s into the same document (``#/$defs/...``, ``$anchor``s)
+are resolved; a ``$ref`` to any other URI is never fetched and accepts anything (MCP forbids
+clients to dereference network references), leaving that part to the server.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +20,8 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import SchemaError
 from jsonschema.protocols import Validator
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
 
 __all__ = ["schema_problem"]
 
@@ -44,6 +52,16 @@ def _without_patterns(node: Any) -> Any:
     return node
 
 
+def _unchecked_remote(uri: str) -> Resource[Any]:
+    """What a ``$ref`` outside the schema resolves to: a schema any value satisfies (the
+    reference is not fetched)."""
+    return Resource.from_contents({}, default_specification=DRAFT202012)
+
+
+# Resolves only what the schema itself defines; every other URI gets _unchecked_remote.
+_LOCAL_ONLY: Registry[Any] = Registry(retrieve=_unchecked_remote)  # type: ignore[call-arg]
+
+
 @lru_cache(maxsize=512)
 def _validator(schema_json: str) -> Validator | None:
     schema = _without_patterns(json.loads(schema_json))
@@ -54,7 +72,7 @@ def _validator(schema_json: str) -> Validator | None:
         # A server's broken schema must not make its tool uncallable: its own checks apply.
         log.warning("input schema cannot be used for checking (%s); forwarding unchecked", exc)
         return None
-    validator: Validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
+    validator: Validator = cls(schema, format_checker=cls.FORMAT_CHECKER, registry=_LOCAL_ONLY)
     return validator
 
 

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
 import anyio
 import mcp_types as types
@@ -40,6 +40,8 @@ from ..transport.sdk_compat import connection_key
 __all__ = ["Host", "Relay", "calling_for"]
 
 log = logging.getLogger(__name__)
+
+_Answer = TypeVar("_Answer", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,9 @@ class Relay:
             return _refused(f"{what}: the host's connection has no channel for requests")
         return host
 
-    async def _ask(self, host: Host, request: types.ServerRequest, result: type[BaseModel]) -> Any:
+    async def _ask(
+        self, host: Host, request: types.ServerRequest, result: type[_Answer]
+    ) -> _Answer | types.ErrorData:
         """Send ``request`` to ``host`` on its call's stream; its error comes back as is."""
         related = ServerMessageMetadata(related_request_id=host.request_id)
         try:
