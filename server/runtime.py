@@ -148,10 +148,13 @@ def build_gateway(
     catalog: Catalog,
     servers: Mapping[str, DownstreamConfig] | None = None,
     on_exposed_change: ExposedChangeFn | None = None,
+    *,
+    sign_in: bool = True,
 ) -> Gateway | None:
     """The downstream gateway, when the config names any server; its secret values are
     scrubbed from every log line from here on. ``servers``: the config's servers as
-    :func:`resolve_servers` gave them, when the caller already has them."""
+    :func:`resolve_servers` gave them, when the caller already has them; ``sign_in``: whether
+    an OAuth sign-in may wait for a person at a browser."""
     if not _has_servers(config):
         return None
     g = config.gateway
@@ -161,6 +164,7 @@ def build_gateway(
         debounce=g.debounce,
         fast_path=fast_path_enabled(config.server.fast_path),
         token_file=config.resolve(g.token_file),
+        sign_in=sign_in,
     )
     gateway = Gateway(
         resolve_servers(config) if servers is None else servers,

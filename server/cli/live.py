@@ -15,8 +15,9 @@ __all__ = ["gather_downstream"]
 
 def gather_downstream(parts: AppParts) -> list[dict[str, Any]]:
     """Connect to every configured server (each bounded by its timeout), put their tools in
-    ``parts.catalog`` and return each server's status; [] when none is configured."""
-    gateway = build_gateway(parts.config, parts.catalog)
+    ``parts.catalog`` and return each server's status; [] when none is configured. An OAuth
+    server that needs a person to sign in is reported, not signed in (no browser opens)."""
+    gateway = build_gateway(parts.config, parts.catalog, sign_in=False)
     if gateway is None:
         return []
 

@@ -35,6 +35,9 @@ class GatewaySettings:
     pin_poll: float = 1.0  # seconds between checks of the pin file for approvals
     fast_path: bool = True  # stdio servers get the request lane (see server.transport.sdk_compat)
     token_file: Path | None = None  # OAuth tokens of downstream servers (None: kept in memory)
+    # A server whose OAuth sign-in needs a person opens a browser; off (check, eval), its
+    # connection fails with the `auth login` hint instead.
+    sign_in: bool = True
 
     def backoff(self, attempt: int) -> float:
         """Delay before reconnect attempt ``attempt`` (0-based)."""

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager, nullcontext
 from urllib.parse import urlsplit
 
 import anyio
 import httpx2
-from mcp.client.auth import OAuthClientProvider
+from mcp.client.auth import OAuthClientProvider, OAuthFlowError
 from mcp.client.auth.extensions.client_credentials import (
     ClientCredentialsOAuthProvider,
     PrivateKeyJWTOAuthProvider,
@@ -68,12 +68,14 @@ def build_auth(
     login_timeout: float = LOGIN_TIMEOUT,
     on_secret: SecretFn | None = None,
     browser: BrowserPolicy | None = None,
+    sign_in: bool = True,
 ) -> httpx2.Auth:
     """The ``httpx2.Auth`` for server ``name`` (its ``oauth`` table, secrets expanded).
 
     ``hold`` suspends the caller's deadline while a person signs in (at most
     ``login_timeout`` seconds); ``on_secret`` receives every token value, for the redactor;
-    ``browser`` remembers, across reconnects, whether a browser may be opened.
+    ``browser`` remembers, across reconnects, whether a browser may be opened. Without
+    ``sign_in``, a sign-in that needs a person fails at once, naming ``auth login``.
     """
     oauth = config.oauth
     assert oauth is not None and config.url is not None
@@ -91,6 +93,8 @@ def build_auth(
         fixed = _pre_registered(oauth, receiver.redirect_uri)
         storage = ServerTokens(tokens, name, config.url, fixed_client=fixed, on_secret=on_secret)
         provider = _person_provider(config.url, oauth, storage, receiver)
+        if not sign_in:
+            provider.context.redirect_handler = _needs_person(name)
     storage.bind(provider.context)
     return provider
 
@@ -172,6 +176,15 @@ def _person_provider(
     )
     provider.wanted_scope = _scope(oauth)
     return provider
+
+
+def _needs_person(name: str) -> Callable[[str], Awaitable[None]]:
+    async def refuse(_url: str) -> None:
+        raise OAuthFlowError(
+            f"server {name!r} needs a sign-in: run `context-broker auth login {name}`"
+        )
+
+    return refuse
 
 
 def _registered_port(entry: dict[str, object]) -> int | None:

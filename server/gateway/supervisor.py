@@ -140,6 +140,7 @@ class Supervisor:
             hold=lambda: paused(scope),
             on_secret=self.redactor.add,
             browser=self._browser,
+            sign_in=self.settings.sign_in,
         )
 
     async def _serve(self, conn: Connection) -> None:
