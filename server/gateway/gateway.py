@@ -30,7 +30,7 @@ from ._proxy import ResourceProxy
 from .connection import Connection
 from .errors import GatewayError
 from .models import ExposedTool, GatewaySettings, ServerStatus
-from .naming import assign_names
+from .naming import ExposedNames
 from .secrets import Redactor
 from .server_state import ServerChanges, ServerState, ServerTable, diff_servers
 from .servers_file import resolve_servers
@@ -72,11 +72,7 @@ class Gateway:
         self.on_exposed_change = on_exposed_change
         self._environ = os.environ if environ is None else environ
         self._servers = ServerTable(servers, self.redactor)
-        self._names: dict[tuple[str, str], str] = {}
-        self._by_exposed: dict[str, tuple[str, str]] = {}
-        # Exposed names of removed servers' tools: a host calling one is told the server is
-        # gone (a tool error), as it would be through call_tool, not "unknown tool".
-        self._gone: dict[str, tuple[str, str]] = {}
+        self._names = ExposedNames()
         self._exposed_fingerprint: tuple[Any, ...] = ()
         self._tg: anyio.abc.TaskGroup | None = None
         self._scopes: dict[str, anyio.CancelScope] = {}  # each running supervisor's task
@@ -138,7 +134,7 @@ class Gateway:
                 include = item.effective_include if item is not None else "always"
                 rows.append(
                     ExposedTool(
-                        name=self._names[(server.name, tool.name)],
+                        name=self._names.name(server.name, tool.name) or tool.name,
                         server=server.name,
                         tool=tool.name,
                         definition=tool,
@@ -168,13 +164,13 @@ class Gateway:
         for name in changes.removed:
             self._stop(name)
             self.catalog.retire_server(name)
-            self._gone |= {n: key for key, n in self._names.items() if key[0] == name}
+            self._names.server_removed(name)
         for name in changes.restarted:
             old = self._stop(name)
             self._start(old.redefined(servers[name]))
         for name in changes.added:
             self.catalog.reinstate_server(name)
-            self._gone = {n: key for n, key in self._gone.items() if key[0] != name}
+            self._names.server_added(name)
             self._start(ServerState(name, servers[name], self.redactor))
         for name in changes.retuned:
             self._servers.get(name).config = servers[name]
@@ -187,11 +183,11 @@ class Gateway:
 
     def exposed_name(self, server: str, tool: str) -> str | None:
         """The name a downstream tool is called by directly (``<server>__<tool>``), if known."""
-        return self._names.get((server, tool))
+        return self._names.name(server, tool)
 
     def resolve(self, exposed_name: str) -> tuple[str, str] | None:
         """``(server, original tool name)`` of an exposed name, or None."""
-        return self._by_exposed.get(exposed_name)
+        return self._names.resolve(exposed_name)
 
     # -- calls -----------------------------------------------------------------------------
 
@@ -399,8 +395,7 @@ class Gateway:
         # is held and how to approve it, instead of "unknown tool".
         pairs = [(s.name, t.name) for s in self._servers for t in s.tools]
         pairs += [(s.name, name) for s in self._servers for name in s.held]
-        self._names = assign_names(pairs)
-        self._by_exposed = self._gone | {name: key for key, name in self._names.items()}
+        self._names.assign(pairs)
 
     def _notify_exposed(self) -> None:
         exposed = self.exposed_tools()

@@ -18,6 +18,7 @@ __all__ = [
     "MAX_NAME",
     "RESOURCE_SCHEME",
     "SEPARATOR",
+    "ExposedNames",
     "assign_names",
     "sanitize",
     "split_resource_uri",
@@ -59,6 +60,38 @@ def assign_names(pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]
         for key in members:
             out[key] = base if key == keeper else _suffixed(base, *key, _HASH_CHARS)
     return _settle(out)
+
+
+class ExposedNames:
+    """The gateway's tool names both ways: ``(server, tool)`` ↔ exposed name. Names of a
+    removed server's tools still resolve (to that server) until it is added again, so a
+    host that calls one is told the server is gone instead of "unknown tool"."""
+
+    def __init__(self) -> None:
+        self._names: dict[tuple[str, str], str] = {}
+        self._by_exposed: dict[str, tuple[str, str]] = {}
+        self._gone: dict[str, tuple[str, str]] = {}
+
+    def assign(self, pairs: Iterable[tuple[str, str]]) -> None:
+        """Name every ``(server, original name)`` of the servers there are now."""
+        self._names = assign_names(pairs)
+        self._by_exposed = self._gone | {name: key for key, name in self._names.items()}
+
+    def name(self, server: str, tool: str) -> str | None:
+        """The exposed name of ``server``'s ``tool``, if it has one."""
+        return self._names.get((server, tool))
+
+    def resolve(self, exposed: str) -> tuple[str, str] | None:
+        """``(server, original name)`` of an exposed name, or None."""
+        return self._by_exposed.get(exposed)
+
+    def server_removed(self, server: str) -> None:
+        """Keep resolving the names ``server``'s tools had (call :meth:`assign` next)."""
+        self._gone |= {name: key for key, name in self._names.items() if key[0] == server}
+
+    def server_added(self, server: str) -> None:
+        """``server`` is back: its tools are named afresh (call :meth:`assign` next)."""
+        self._gone = {name: key for name, key in self._gone.items() if key[0] != server}
 
 
 def _settle(names: dict[tuple[str, str], str]) -> dict[tuple[str, str], str]:
