@@ -1,6 +1,6 @@
 """Downstream servers added, changed and removed by a config reload, without a restart:
 a real ``context-broker serve`` over stdio (the file watcher) and over Streamable HTTP
-(SIGHUP), with real downstream processes, and the gateway's plan in process."""
+(SIGHUP), with real downstream processes; in process, the reload plan and sessions on SQLite."""
 
 from __future__ import annotations
 
@@ -16,9 +16,15 @@ from typing import Any
 import anyio
 from mcp import Client, StdioServerParameters, stdio_client
 
+from contextcore.items import ItemRef
+from server.broker import build_broker
+from server.gateway import Gateway
 from server.gateway.server_state import ServerChanges, diff_servers
-from server.settings import DownstreamConfig
+from server.reload import ConfigReloader
+from server.settings import DownstreamConfig, load_config
+from tests.gateway.gateway_env import FAST
 from tests.support.broker_procs import BROKER, running_broker, server_env
+from tests.support.hash_embedder import HashEmbedder
 from tests.support.mcp_calls import call
 from tests.support.polling import eventually
 
@@ -271,3 +277,45 @@ def test_a_reload_plan_tells_live_tool_settings_from_a_new_definition() -> None:
     assert changes == ServerChanges(added=("fetch",), restarted=("git",), retuned=("time",))
     assert not diff_servers(wanted, wanted)
     assert diff_servers(wanted, {}).removed == ("fetch", "git", "time")
+
+
+async def test_a_server_added_back_brings_back_the_items_sessions_hold_of_it(
+    tmp_path: Path,
+) -> None:
+    alpha = server_table("alpha", "ping", tag=f"alpha-{tmp_path.name}")
+    beta = server_table("beta", "pong", tag=f"beta-{tmp_path.name}")
+    store = '\n[persistence]\nbackend = "sqlite"\npath = "sessions.db"\n'
+    path = write_config(tmp_path, alpha + beta + store)
+    parts = build_broker(load_config(path, environ={}), embedder=HashEmbedder())
+    gateway = Gateway.from_config(parts.config, parts.catalog, settings=FAST)
+    reloader = ConfigReloader(path, parts, gateway)
+    broker = parts.broker
+    pong = ItemRef("tool", "pong", "beta")
+
+    def beta_items(sid: str) -> set[tuple[str, str]]:
+        return {
+            (i.ref.name, i.include_mode)
+            for i in broker.session(sid).items
+            if i.ref.server == "beta"
+        }
+
+    with anyio.fail_after(60):
+        async with gateway:
+            await eventually(lambda: parts.catalog.get(pong), within=30)
+            sid = broker.create_session().session_id
+            broker.remove_item(sid, "tool", "pong", "beta")
+            broker.add_item(sid, "tool", "pong", "beta")
+            held = {("grow", "always"), ("pong", "manual")}
+            assert beta_items(sid) == held
+
+            write_config(tmp_path, alpha + store)
+            report = reloader.reload()
+            assert report is not None and report.servers.removed == ("beta",)
+            assert parts.catalog.get(pong) is None and beta_items(sid) == set()
+            assert all(i.ref.server != "beta" for i in broker.create_session().items)
+
+            write_config(tmp_path, alpha + beta + store)
+            report = reloader.reload()
+            assert report is not None and report.servers.added == ("beta",)
+            await eventually(lambda: parts.catalog.get(pong), within=30)
+            assert beta_items(sid) == held
