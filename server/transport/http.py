@@ -54,9 +54,12 @@ def _auth_token(http: HttpConfig, environ: os._Environ[str] | dict[str, str]) ->
 
 
 def _profile_tokens(
-    profiles: Mapping[str, ProfileConfig], environ: os._Environ[str] | dict[str, str]
+    profiles: Mapping[str, ProfileConfig],
+    environ: os._Environ[str] | dict[str, str],
+    own: str | None,
 ) -> tuple[tuple[str, str], ...]:
-    """(token, profile) for every variable a profile's ``token_env`` names."""
+    """(token, profile) for every variable a profile's ``token_env`` names; each token must
+    differ from the others and from the broker's ``own``."""
     pairs = []
     for name, profile in profiles.items():
         for variable in profile.token_env:
@@ -68,10 +71,11 @@ def _profile_tokens(
                     field=f"profiles.{name}.token_env",
                 )
             pairs.append((token, name))
-    tokens = [t for t, _ in pairs]
+    tokens = [t for t, _ in pairs] + ([own] if own is not None else [])
     if len(set(tokens)) != len(tokens):
         raise ConfigError(
-            "two profiles' token_env variables hold the same token; give each profile its own",
+            "two profiles' token_env variables, or one and server.http.auth_token, hold the "
+            "same token; give each profile its own",
             field="profiles",
         )
     return tuple(pairs)
@@ -128,13 +132,7 @@ def guard_settings(
     environ = os.environ if environ is None else environ
     token = _auth_token(http, environ)
     cookie_key = _cookie_key(http, environ)
-    selecting = _profile_tokens(profiles or {}, environ)
-    if token in {t for t, _ in selecting}:
-        raise ConfigError(
-            "a profile's token_env holds the same token as server.http.auth_token; give the "
-            "profile its own token",
-            field="profiles",
-        )
+    selecting = _profile_tokens(profiles or {}, environ, token)
     if not _is_loopback(host) and token is None and not selecting:
         if not insecure:
             raise ConfigError(

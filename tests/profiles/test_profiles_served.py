@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import httpx2
 from mcp import Client, StdioServerParameters
+from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.support.broker_procs import BROKER, running_broker, server_env, write_config
@@ -159,6 +160,20 @@ async def test_a_profiles_token_selects_it_and_reaches_only_its_endpoints(tmp_pa
     assert ui.status_code == 403
     # A profile's token turns authentication on: a host without a token is refused.
     assert missing.status_code == 401
+
+
+async def test_a_profile_has_its_own_legacy_sse_endpoint(tmp_path: Path) -> None:
+    async with running_broker(_config(tmp_path), "sse") as (url, _):
+        with anyio.fail_after(90):
+            async with (
+                Client(sse_client(f"{url}/sse/ops"), mode="legacy") as ops,
+                Client(sse_client(f"{url}/sse"), mode="legacy") as everything,
+            ):
+                await _connected(everything, 6)
+                tools = _downstream(await _tool_names(ops))
+                created = await call(ops, "create_session")
+    assert tools == {"beta__deploy"}
+    assert created["profile"] == "ops"
 
 
 async def test_an_unknown_profile_in_the_url_is_a_404_naming_the_profiles(tmp_path: Path) -> None:
