@@ -31,6 +31,9 @@ def runtime(tmp_path: Path, persistence: str) -> Runtime:
 [search]
 semantic = false
 
+[gateway]
+startup_budget = 60  # a loaded machine may take seconds to start the downstream
+
 {persistence}
 
 [servers.time]
