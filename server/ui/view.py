@@ -127,6 +127,7 @@ class SessionRow(Out):
     created_at: str
     turns: int
     last_turn: str | None
+    profile: str | None = None
 
 
 class TurnRow(Out):
@@ -167,6 +168,7 @@ def session_page(broker: ContextBroker, offset: int = 0, limit: int = SESSIONS_P
                 created_at=header.created_at,
                 turns=store.turn_count(session_id),
                 last_turn=last.timestamp if last is not None else None,
+                profile=header.profile,
             )
         )
     more = offset + limit if len(ids) > limit else None

@@ -133,8 +133,11 @@ async def test_a_session_records_its_profile_and_stays_in_it(tmp_path: Path) -> 
                 foreign = await error(files, "list_session_context", session_id=sid)
                 found = await call(files, "search_context_items", query="deploy the service")
                 catalog = await call(files, "list_catalog")
+            async with httpx2.AsyncClient(timeout=30) as http:
+                page = (await http.get(f"{url}/ui/api/sessions")).json()
     assert created["profile"] == "ops" and created["preset"] == "conservative"
     assert listed["profile"] == "ops"
+    assert [r["profile"] for r in page["sessions"] if r["session_id"] == sid] == ["ops"]
     assert '"profile": "ops"' in turn.contents[0].text  # type: ignore[union-attr]
     assert "created under profile 'ops'" in foreign and "uses profile 'files'" in foreign
     assert not {i["name"] for i in found["items"]} & {"deploy", "deploy-guide"}
