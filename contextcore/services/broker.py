@@ -108,7 +108,8 @@ class ContextBroker:
         """A session's header and items (not its turns: see :meth:`turns`); raise
         ``SessionError`` for a malformed or unknown id. Its items follow the catalog:
         ``always`` items that appeared since are added unless the session removed them, and
-        items of a server removed from the configuration are left out while it is gone."""
+        items of a server removed from the configuration are left out while it is gone. A
+        session created under a profile holds only the items that profile allows."""
         sid = check_session_id(session_id)
         header = self.store.header(sid)
         if header is None:
