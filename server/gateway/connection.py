@@ -1,9 +1,10 @@
 """One live session with one downstream MCP server, over stdio, Streamable HTTP or SSE.
 
 :func:`open_connection` enters the transport and the client session into the caller's
-``AsyncExitStack`` and performs the legacy ``initialize`` handshake (every reference server
-speaks it). The returned :class:`Connection` notices the end of the transport (``closed``), so
-the supervisor can reconnect; requests are bounded by the server's configured timeout.
+``AsyncExitStack`` and agrees on the protocol version (see :mod:`.handshake`). The returned
+:class:`Connection` notices the end of the transport (``closed``), so the supervisor can
+reconnect; requests are bounded by the server's configured timeout. What the server asks
+during a call is relayed to the host that made it (see :mod:`.relay`).
 """
 
 from __future__ import annotations
@@ -26,12 +27,12 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.message import SessionMessage
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 from pydantic import TypeAdapter, ValidationError
 
 from server.settings import DownstreamConfig
 
 from ..transport.sdk_compat import ReadStream
+from .handshake import CLIENT_INFO, negotiate
 from .naming import sanitize
 from .relay import Relay
 from .stdio_link import StdioLink, open_stdio_link
@@ -41,7 +42,6 @@ __all__ = ["Connection", "NotificationFn", "open_connection", "read_tail", "spoo
 log = logging.getLogger(__name__)
 
 NotificationFn = Callable[[types.ServerNotification], Awaitable[None]]
-_CLIENT_INFO = types.Implementation(name="context-broker-gateway", version="0.1.0")
 _CALL_RESULT: TypeAdapter[types.CallToolResult] = TypeAdapter(types.CallToolResult)
 _CALL_OUTCOME: TypeAdapter[types.CallToolResult | types.InputRequiredResult] = TypeAdapter(
     types.CallToolResult | types.InputRequiredResult
@@ -380,55 +380,12 @@ async def open_connection(
         list_roots_callback=relay.list_roots,
         logging_callback=relay.log,
         message_handler=handle,
-        client_info=_CLIENT_INFO,
+        client_info=CLIENT_INFO,
     )
     await stack.enter_async_context(session)
-    await _negotiate(session, config)
+    await negotiate(session, config)
     watched.modern = session.discover_result is not None
     return Connection(name, session, closed, stderr, link, relay)
-
-
-# What the broker can relay to a host (see .relay). Roots changes are not relayed, so
-# listChanged is not declared.
-_RELAYED = types.ClientCapabilities(
-    sampling=types.SamplingCapability(),
-    elicitation=types.ElicitationCapability(
-        form=types.FormElicitationCapability(), url=types.UrlElicitationCapability()
-    ),
-    roots=types.RootsCapability(),
-)
-
-
-async def _negotiate(session: ClientSession, config: DownstreamConfig) -> None:
-    """Agree on the protocol version: ``config.protocol_version`` when set, else the newest
-    both sides speak. An http server is asked with ``server/discover`` (2026-07-28) first
-    and falls back to the ``initialize`` handshake; stdio and sse servers speak the
-    handshake (the stdio fast lane and the sse transport are handshake-era wires)."""
-    wanted = config.protocol_version
-    if (wanted is None and config.kind == "http") or wanted == "2026-07-28":
-        try:
-            await session.discover()
-            return
-        except (MCPError, RuntimeError, ValidationError):  # a handshake-era server
-            if wanted is not None:
-                raise
-    await _handshake(session, wanted or LATEST_HANDSHAKE_VERSION)
-
-
-async def _handshake(session: ClientSession, version: str) -> None:
-    """The ``initialize`` handshake offering ``version``, declaring what can be relayed."""
-    params = types.InitializeRequestParams(
-        protocol_version=version, capabilities=_RELAYED, client_info=_CLIENT_INFO
-    )
-    result = await session.send_request(
-        types.InitializeRequest(params=params), types.InitializeResult
-    )
-    if result.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
-        raise RuntimeError(
-            f"unsupported protocol version from the server: {result.protocol_version!r}"
-        )
-    session.adopt(result)
-    await session.send_notification(types.InitializedNotification())
 
 
 async def _all_pages(fetch: Any, field: str) -> list[Any]:
