@@ -4,11 +4,13 @@ a real ``context-broker serve`` over stdio (the file watcher) and over Streamabl
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,11 @@ TAG_ENV = "SERVERS_RELOAD_TEST_TAG"
 # The session items (server/tool/mode) of each server's tools: the fixture adds ``grow``.
 ALPHA = {"alpha/grow/always", "alpha/ping/always"}
 BETA = {"beta/grow/always", "beta/pong/always"}
+
+
+def tag_for(server: str) -> str:
+    """A marker no other process has, even in a test run beside this one."""
+    return f"{server}-{uuid.uuid4().hex}"
 
 
 def server_table(name: str, *tools: str, tag: str) -> str:
@@ -74,17 +81,21 @@ def pids_with(tag: str) -> list[int]:
             environ = (entry / "environ").read_bytes().split(b"\0")
         except OSError:
             continue  # gone meanwhile, or not ours to read
-        if f"{TAG_ENV}={tag}".encode() in environ and not _zombie(int(entry.name)):
+        if f"{TAG_ENV}={tag}".encode() in environ and not ended(int(entry.name)):
             found.append(int(entry.name))
     return found
 
 
-def _zombie(pid: int) -> bool:
-    """Whether ``pid`` only waits to be reaped (it runs nothing any more)."""
+def ended(pid: int) -> bool:
+    """Whether process ``pid`` is gone or only waits to be reaped (a zombie)."""
     try:
         return (Path(f"/proc/{pid}") / "stat").read_text().split(") ")[1].startswith("Z")
     except OSError:
         return True
+
+
+def all_ended(pids: list[int]) -> bool:
+    return all(ended(pid) for pid in pids)
 
 
 class Host:
@@ -102,15 +113,31 @@ class Host:
         assert self.client is not None
         return {t.name for t in (await self.client.list_tools()).tools}
 
-    async def listed_after_notice(self, since: int, present: str, absent: str = "") -> None:
+    async def listed_after_notice(
+        self,
+        since: int,
+        present: str,
+        absent: str = "",
+        *,
+        write: Callable[[], object] | None = None,
+    ) -> None:
         """Wait for a ``tools/list_changed`` after ``since`` notices, then for a tool list
-        that has ``present`` (if given) and not ``absent`` (if given)."""
+        that has ``present`` (if given) and not ``absent`` (if given). ``write`` (the config
+        edit) is made again while no notice came: a watcher that logged its start may not be
+        watching yet."""
+
+        def noticed() -> bool:
+            if self.heard > since:
+                return True
+            if write is not None:
+                write()
+            return False
 
         async def shown() -> bool:
             names = await self.names()
             return (not present or present in names) and absent not in names
 
-        await eventually(lambda: self.heard > since, within=30, what="tools/list_changed")
+        await eventually(noticed, within=30, every=0.5, what="tools/list_changed")
         await eventually(shown, within=30, what=f"{present or absent!r} (un)listed")
 
 
@@ -141,24 +168,26 @@ async def stdio_broker(config: Path, host: Host) -> AsyncIterator[Path]:
 async def test_a_watched_config_adds_and_removes_a_server_without_a_restart(
     tmp_path: Path,
 ) -> None:
-    alpha = server_table("alpha", "ping", tag=f"alpha-{tmp_path.name}")
-    beta_tag = f"beta-{tmp_path.name}"
+    alpha = server_table("alpha", "ping", tag=tag_for("alpha"))
+    beta_tag = tag_for("beta")
     config = write_config(tmp_path, alpha, watch=True)
     host = Host()
     with anyio.fail_after(120):
         async with stdio_broker(config, host) as log_path:
             client = host.client
             assert client is not None
-            assert "alpha__ping" in await host.names()
+
+            async def alpha_listed() -> bool:  # on a busy machine, past the startup budget
+                return "alpha__ping" in await host.names()
+
+            await eventually(alpha_listed, within=30)
             sid = (await call(client, "create_session"))["session_id"]
             assert await session_tools(client, sid) == ALPHA
             await eventually(lambda: "watching" in log_path.read_text(), within=30)
 
-            heard = host.heard
-            config.write_text(
-                config.read_text() + server_table("beta", "pong", tag=beta_tag), encoding="utf-8"
-            )
-            await host.listed_after_notice(heard, "beta__pong")
+            with_beta = alpha + server_table("beta", "pong", tag=beta_tag)
+            edit = functools.partial(write_config, tmp_path, with_beta, watch=True)
+            await host.listed_after_notice(host.heard, "beta__pong", write=edit)
             direct = await client.call_tool("beta__pong", {"text": "hi"})
             assert not direct.is_error and direct.content[0].text == "pong:hi"  # type: ignore[union-attr]
             proxied = await client.call_tool(
@@ -174,17 +203,17 @@ async def test_a_watched_config_adds_and_removes_a_server_without_a_restart(
             assert await session_tools(client, by_hand) == by_hand_items
             (beta_pid,) = pids_with(beta_tag)
 
-            heard = host.heard
-            write_config(tmp_path, alpha, watch=True)
-            await host.listed_after_notice(heard, "alpha__ping", absent="beta__pong")
+            edit = functools.partial(write_config, tmp_path, alpha, watch=True)
+            await host.listed_after_notice(
+                host.heard, "alpha__ping", absent="beta__pong", write=edit
+            )
             # Called directly by the name the host listed, or through call_tool: a tool error.
             removed = "no downstream server named 'beta' any more (removed from the config)"
             gone = await client.call_tool("beta__pong", {"text": "hi"})
             refused = await client.call_tool("call_tool", {"server": "beta", "tool": "pong"})
             for result in (gone, refused):
                 assert result.is_error and removed in result.content[0].text  # type: ignore[union-attr]
-            await eventually(lambda: not pids_with(beta_tag), within=30, what="beta stopped")
-            assert _zombie(beta_pid)  # gone, or only waiting to be reaped
+            await eventually(lambda: ended(beta_pid), within=30, what="beta's process ended")
             assert await session_tools(client, sid) == ALPHA
             assert await session_tools(client, by_hand) == ALPHA
             servers = await call(client, "list_servers")
@@ -199,8 +228,9 @@ async def test_a_watched_config_adds_and_removes_a_server_without_a_restart(
 async def test_sighup_over_http_restarts_a_changed_server_keeps_its_pins_and_reads_the_servers_file(
     tmp_path: Path,
 ) -> None:
-    tag = f"beta-{tmp_path.name}"
-    config = write_config(tmp_path, server_table("alpha", "ping", tag=f"alpha-{tmp_path.name}"))
+    tag = tag_for("beta")
+    alpha = server_table("alpha", "ping", tag=tag_for("alpha"))
+    config = write_config(tmp_path, alpha)
     host = Host()
     async with running_broker(config) as (url, proc):
         with anyio.fail_after(120):
@@ -214,7 +244,6 @@ async def test_sighup_over_http_restarts_a_changed_server_keeps_its_pins_and_rea
                     write_config(tmp_path, servers, top=top)
                     os.kill(proc.pid, signal.SIGHUP)
 
-                alpha = server_table("alpha", "ping", tag=f"alpha-{tmp_path.name}")
                 heard = host.heard
                 await reload(alpha + server_table("beta", "pong", tag=tag))
                 await host.listed_after_notice(heard, "beta__pong")
@@ -223,7 +252,8 @@ async def test_sighup_over_http_restarts_a_changed_server_keeps_its_pins_and_rea
                 # Defined differently: connected again (a new process); a tool it did not
                 # have before is held by the pins its name already has, as after a restart.
                 await reload(alpha + server_table("beta", "pong", "extra", tag=tag))
-                await eventually(lambda: (pids := pids_with(tag)) and pids != first, within=30)
+                await eventually(lambda: all_ended(first), within=30, what="old beta ended")
+                second = await eventually(lambda: pids_with(tag), within=30)
                 status = await eventually(lambda: _beta_held(client), within=30)
                 assert status["state"] == "connected"
                 assert "beta__extra" not in await host.names()
@@ -233,28 +263,30 @@ async def test_sighup_over_http_restarts_a_changed_server_keeps_its_pins_and_rea
                 heard = host.heard
                 await reload(alpha)
                 await host.listed_after_notice(heard, "alpha__ping", absent="beta__pong")
-                await eventually(lambda: not pids_with(tag), within=30, what="beta stopped")
+                await eventually(lambda: all_ended(second), within=30, what="beta ended")
 
                 heard = host.heard
                 await reload(alpha + server_table("beta", "pong", tag=tag))
                 await host.listed_after_notice(heard, "beta__pong")
+                third = await eventually(lambda: pids_with(tag), within=30)
                 again = await client.call_tool("beta__pong", {"text": "back"})
                 assert again.content[0].text == "pong:back"  # type: ignore[union-attr]
 
                 # A server of the mcp_servers_file comes and goes with that file.
-                gamma = f"gamma-{tmp_path.name}"
+                gamma = tag_for("gamma")
                 write_servers_file(tmp_path, gamma=(["zap"], gamma))
                 heard = host.heard
                 await reload(alpha, top='mcp_servers_file = "servers.json"\n')
                 await host.listed_after_notice(heard, "gamma__zap", absent="beta__pong")
                 zap = await client.call_tool("gamma__zap", {"text": "z"})
                 assert zap.content[0].text == "zap:z"  # type: ignore[union-attr]
-                await eventually(lambda: not pids_with(tag), within=30, what="beta stopped")
+                await eventually(lambda: all_ended(third), within=30, what="beta ended")
+                zapper = await eventually(lambda: pids_with(gamma), within=30)
                 heard = host.heard
                 write_servers_file(tmp_path)
                 os.kill(proc.pid, signal.SIGHUP)
                 await host.listed_after_notice(heard, "alpha__ping", absent="gamma__zap")
-                await eventually(lambda: not pids_with(gamma), within=30, what="gamma stopped")
+                await eventually(lambda: all_ended(zapper), within=30, what="gamma ended")
 
 
 async def _beta_held(client: Client) -> dict[str, Any] | None:
@@ -282,8 +314,8 @@ def test_a_reload_plan_tells_live_tool_settings_from_a_new_definition() -> None:
 async def test_a_server_added_back_brings_back_the_items_sessions_hold_of_it(
     tmp_path: Path,
 ) -> None:
-    alpha = server_table("alpha", "ping", tag=f"alpha-{tmp_path.name}")
-    beta = server_table("beta", "pong", tag=f"beta-{tmp_path.name}")
+    alpha = server_table("alpha", "ping", tag=tag_for("alpha"))
+    beta = server_table("beta", "pong", tag=tag_for("beta"))
     store = '\n[persistence]\nbackend = "sqlite"\npath = "sessions.db"\n'
     path = write_config(tmp_path, alpha + beta + store)
     parts = build_broker(load_config(path, environ={}), embedder=HashEmbedder())
