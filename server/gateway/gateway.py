@@ -4,7 +4,8 @@ Each enabled server lives in its own task with its own ``AsyncExitStack``: it co
 by the server's ``timeout``), lists tools, serves until the transport ends, then reconnects with
 exponential backoff. A failing server never touches the others. Tools of a server that is down
 stay in the catalog (calls get :class:`ServerUnavailableError` naming it) and are refreshed on
-reconnect and on the downstream's ``notifications/tools/list_changed`` (debounced).
+reconnect and on the downstream's ``notifications/tools/list_changed`` (debounced). A config
+reload changes the set of servers while the gateway runs (:meth:`Gateway.reconfigure`).
 """
 
 from __future__ import annotations
