@@ -1,10 +1,10 @@
 """The broker as an MCP client: the conformance suite's OAuth client scenarios through
 ``context-broker serve`` (client_driver.py plays the suite's client command).
 
-Every ``auth/*`` scenario the 2025-11-25 and 2026-07-28 requirement sets score runs at the
-2025-11-25 wire version (the handshake era the broker's downstream connections speak), plus
-the client credentials extension (secret and private key JWT) and the 2025-03-26 discovery
-fallbacks. The suite is the 2026-07-28 preview pinned in tests/node (installed by
+Every ``auth/*`` scenario the 2025-11-25 requirement set scores runs at that revision, and
+those the 2026-07-28 set adds (iss, offline_access, resource, migration) at theirs; so do the
+client credentials extension (secret and private key JWT, at 2025-11-25) and the 2025-03-26
+discovery fallbacks. The suite is the 2026-07-28 preview pinned in tests/node (installed by
 scripts/setup-node.sh).
 """
 
@@ -51,13 +51,13 @@ def _node_env() -> dict[str, str]:
     return env
 
 
-async def _run(scenario: str) -> str | None:
-    """None when the scenario passed, else the end of its report."""
+async def _run(scenario: str, revision: str) -> str | None:
+    """None when the scenario passed at ``revision``, else the end of its report."""
     command = f"{shlex.quote(sys.executable)} {shlex.quote(str(DRIVER))}"
     cmd = ["node", str(SUITE), "client", "--command", command, "--scenario", scenario]
-    version = "2025-03-26" if scenario in BACKCOMPAT else "2025-11-25"
-    cmd += ["--spec-version", version, "--timeout", "90000"]
-    cmd.append("--force")  # extensions, 2025-03-26 and 2026-07-28 scenarios are not of 2025-11-25
+    cmd += ["--spec-version", revision, "--timeout", "90000"]
+    if scenario in EXTENSIONS + BACKCOMPAT:
+        cmd.append("--force")  # not on the revision's own timeline
     with anyio.fail_after(150):
         done = await anyio.run_process(cmd, env=_node_env(), cwd=NODE_DIR, check=False)
     out = done.stdout.decode() + done.stderr.decode()
@@ -68,21 +68,21 @@ async def _run(scenario: str) -> str | None:
 
 async def test_every_oauth_client_scenario_passes_through_the_broker() -> None:
     scored = _scored_auth_scenarios("2025-11-25")
-    # The 2026-07-28 set adds iss, offline_access, resource and migration checks; they run
-    # over the handshake era too, which is what the broker's downstream connections speak.
+    # The 2026-07-28 set adds iss, offline_access, resource and migration checks.
     later = [s for s in _scored_auth_scenarios("2026-07-28") if s not in scored]
     assert len(scored) >= 14 and len(later) >= 10, (scored, later)
-    scenarios = scored + later + EXTENSIONS + BACKCOMPAT
+    runs = [(s, "2025-11-25") for s in scored + EXTENSIONS] + [(s, "2026-07-28") for s in later]
+    runs += [(s, "2025-03-26") for s in BACKCOMPAT]
     limiter = anyio.CapacityLimiter(PARALLEL)
     failures: list[str] = []
 
-    async def one(scenario: str) -> None:
+    async def one(scenario: str, revision: str) -> None:
         async with limiter:
-            failure = await _run(scenario)
+            failure = await _run(scenario, revision)
         if failure is not None:
             failures.append(failure)
 
     async with anyio.create_task_group() as tg:
-        for scenario in scenarios:
-            tg.start_soon(one, scenario)
+        for scenario, revision in runs:
+            tg.start_soon(one, scenario, revision)
     assert not failures, "\n\n".join(failures)
