@@ -37,11 +37,9 @@ async def _serve_stdio(server: Server[Any], direct: DirectCalls | None) -> None:
         await server.run(read, write, server.create_initialization_options())
 
 
-async def _with_gateway(gateway: Gateway | None, main: Any, *args: Any) -> None:
-    """Run ``main(*args)`` with the downstream connections up (started in the background)."""
-    if gateway is None:
-        await main(*args)
-        return
+async def _with_gateway(gateway: Gateway, main: Any, *args: Any) -> None:
+    """Run ``main(*args)`` with the downstream connections up (started in the background;
+    with no server configured, the gateway only waits for a reload to add some)."""
     async with gateway:
         await main(*args)
 

@@ -7,9 +7,9 @@ hash), the search ranking defaults, and the downstream servers (:meth:`Gateway.r
 new ones started, removed ones stopped with their tools, changed ones connected again, tool
 settings applied in place). A config that does not load keeps the running one and logs why at
 ERROR. Settings that only take effect at startup (transport, ``[server]``, ``[persistence]``,
-the embedding model, history, gateway policy, models, and the first servers of a broker that
-started with none) are logged as needing a restart. Sessions are untouched in the store: they
-and their turns refer to items by name.
+the embedding model, history, gateway policy, models) are logged as needing a restart; a
+broker that started with no downstream server gets its first one from a reload like any
+other. Sessions are untouched in the store: they and their turns refer to items by name.
 """
 
 from __future__ import annotations
@@ -116,10 +116,8 @@ class ConfigReloader:
         self.parts.search.settings = search_settings(plan.config)
         later = self._restart_needed(plan.config)
         servers = ServerChanges()
-        if self.gateway is not None:
+        if self.gateway is not None:  # None: a reloader of the catalog alone (no serving)
             servers = self.gateway.reconfigure(plan.servers)
-        elif plan.config.servers or plan.config.mcp_servers_file is not None:
-            later.append("servers")  # no gateway to start them in: built at startup only
         self._loaded = set(plan.items)
         self.config = plan.config
         return ReloadReport(

@@ -40,7 +40,7 @@ from .transport.passthrough import DirectCalls
 from .transport.sdk_compat import fast_path_enabled
 from .version import broker_version
 
-__all__ = ["Runtime", "build_gateway", "build_runtime"]
+__all__ = ["Runtime", "build_gateway", "build_runtime", "new_gateway"]
 
 
 @dataclass(frozen=True)
@@ -51,13 +51,14 @@ class Runtime:
     parts: AppParts
     observer: Observer
     history: HistoryService
-    gateway: Gateway | None
-    """The downstream connections (None: the config names no server)."""
-    surface: GatewaySurface | None
+    gateway: Gateway
+    """The downstream connections (none yet when the config names no server: a reload may
+    add them)."""
+    surface: GatewaySurface
     reloader: ConfigReloader
     server: Server[Any]
     direct: DirectCalls | None
-    """The stdio pass-through of plain forwarded calls (None: no gateway, or fast path off)."""
+    """The stdio pass-through of plain forwarded calls (None: fast path off)."""
     routes: list[BaseRoute]
     """What the HTTP transport serves beside ``/mcp``: health, metrics, ``/ui/``."""
     profiles: Mapping[str, Server[Any]] = field(default_factory=dict)
@@ -89,26 +90,25 @@ def build_runtime(config: AppConfig, config_path: Path) -> Runtime:
         max_message_chars=config.server.max_message_chars,
         trace=observer.traced,
     )
-    servers = resolve_servers(config) if _has_servers(config) else {}
+    servers = resolve_servers(config)
     problem = unknown_servers(config.profiles, servers)
     if problem is not None:  # servers of an mcp_servers_file are known only now
         raise ConfigError(f"{config_path}: {problem}", field="profiles")
     notifier = HostNotifier()
-    gateway = build_gateway(config, parts.catalog, servers, notifier.exposed_changed)
+    # Built even with no server: it costs nothing until a reload gives it its first one.
+    gateway = new_gateway(config, parts.catalog, servers, notifier.exposed_changed)
     reloader = ConfigReloader(config_path, parts, gateway)  # before downstream tools arrive
     history = HistoryService(parts.broker, config.history, limits=config.limits)
-    surface = None
-    if gateway is not None:
-        surface = GatewaySurface(
-            gateway,
-            parts.broker,
-            history=history,
-            notifier=notifier,
-            record_max_chars=config.gateway.record_max_chars,
-            startup_budget=config.gateway.startup_budget,
-            observer=observer,
-            max_result_bytes=config.limits.max_result_bytes,
-        )
+    surface = GatewaySurface(
+        gateway,
+        parts.broker,
+        history=history,
+        notifier=notifier,
+        record_max_chars=config.gateway.record_max_chars,
+        startup_budget=config.gateway.startup_budget,
+        observer=observer,
+        max_result_bytes=config.limits.max_result_bytes,
+    )
     serving = functools.partial(
         build_server,
         parts.broker,
@@ -122,7 +122,7 @@ def build_runtime(config: AppConfig, config_path: Path) -> Runtime:
     server = serving()
     profiles = {name: serving(profile=p) for name, p in parts.broker.profiles.items()}
     fast = fast_path_enabled(config.server.fast_path)
-    direct = DirectCalls(surface) if surface is not None and fast else None
+    direct = DirectCalls(surface) if fast else None
     routes = http_routes(parts, observer, gateway)
     return Runtime(
         config,
@@ -151,12 +151,24 @@ def build_gateway(
     *,
     sign_in: bool = True,
 ) -> Gateway | None:
-    """The downstream gateway, when the config names any server; its secret values are
+    """The downstream gateway (see :func:`new_gateway`), when the config names any server."""
+    if not _has_servers(config):
+        return None
+    return new_gateway(config, catalog, servers, on_exposed_change, sign_in=sign_in)
+
+
+def new_gateway(
+    config: AppConfig,
+    catalog: Catalog,
+    servers: Mapping[str, DownstreamConfig] | None = None,
+    on_exposed_change: ExposedChangeFn | None = None,
+    *,
+    sign_in: bool = True,
+) -> Gateway:
+    """The downstream gateway of ``config``'s servers, possibly none; its secret values are
     scrubbed from every log line from here on. ``servers``: the config's servers as
     :func:`resolve_servers` gave them, when the caller already has them; ``sign_in``: whether
     an OAuth sign-in may wait for a person at a browser."""
-    if not _has_servers(config):
-        return None
     g = config.gateway
     settings = GatewaySettings(
         backoff_base=g.backoff_base,

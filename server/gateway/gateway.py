@@ -74,7 +74,9 @@ class Gateway:
         self._environ = os.environ if environ is None else environ
         self._servers = ServerTable(servers, self.redactor)
         self._names = ExposedNames()
-        self._exposed_fingerprint: tuple[Any, ...] = ()
+        # What hosts see of the gateway: whether it has servers (the fixed tools are listed
+        # only then), and each directly exposed tool; a change is announced to them.
+        self._exposed_fingerprint: tuple[Any, ...] = (self.has_servers(),)
         self._tg: anyio.abc.TaskGroup | None = None
         self._scopes: dict[str, anyio.CancelScope] = {}  # each running supervisor's task
         self._proxy = ResourceProxy(self._servers, self.redactor)
@@ -115,6 +117,11 @@ class Gateway:
             with anyio.move_on_after(max(0.0, remaining) + 0.05):
                 await server.first_attempt_done.wait()
         return self.starting()
+
+    def has_servers(self) -> bool:
+        """Whether any downstream server is configured (enabled or not): a gateway without
+        one lists nothing to hosts, and a reload may give it its first."""
+        return bool(self._servers.names())
 
     def starting(self) -> list[str]:
         """Enabled servers whose first connection attempt has not finished yet."""
@@ -400,9 +407,12 @@ class Gateway:
 
     def _notify_exposed(self) -> None:
         exposed = self.exposed_tools()
-        fingerprint = tuple(
-            (t.name, t.definition.model_dump_json(by_alias=True, exclude_none=True))
-            for t in exposed
+        fingerprint = (
+            self.has_servers(),
+            *(
+                (t.name, t.definition.model_dump_json(by_alias=True, exclude_none=True))
+                for t in exposed
+            ),
         )
         if fingerprint == self._exposed_fingerprint:
             return

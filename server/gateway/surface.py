@@ -193,9 +193,12 @@ class GatewaySurface:
     ) -> list[types.Tool]:
         """``call_tool``, ``list_servers``, every exposed (``always``) downstream tool and,
         for a handshake-era connection, the tools its latest request context selected;
-        under ``profile``, only the downstream tools it allows.
+        under ``profile``, only the downstream tools it allows. Nothing while no server is
+        configured (a reload that adds the first one announces them).
         Waits for the first connection attempts within the startup budget; servers that
         arrive later are announced with ``tools/list_changed``."""
+        if not self.gateway.has_servers():
+            return []
         await self.startup()
         selected = set(self._selected.get(_connection_key(session), ())) if session else set()
         listed = [
@@ -234,7 +237,11 @@ class GatewaySurface:
             log.debug("could not send tools/list_changed: %s", exc)
 
     def handles(self, name: str) -> bool:
-        return name in (CALL_TOOL, LIST_SERVERS) or self.gateway.resolve(name) is not None
+        """Whether ``name`` is a gateway tool: a fixed one (while a server is configured) or
+        a downstream tool's exposed name."""
+        if name in (CALL_TOOL, LIST_SERVERS):
+            return self.gateway.has_servers()
+        return self.gateway.resolve(name) is not None
 
     async def call(
         self,
@@ -273,7 +280,7 @@ class GatewaySurface:
         """Whether a call is a plain forward: an exposed tool, or ``call_tool`` without a
         ``session_id``. With no ``_meta`` either, :meth:`call_json` answers it exactly."""
         if name == CALL_TOOL:
-            return arguments.get("session_id") is None
+            return self.gateway.has_servers() and arguments.get("session_id") is None
         return self.gateway.resolve(name) is not None
 
     async def call_json(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Awaitable, Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 from mcp import MCPError, types
 from mcp.server import NotificationOptions, Server, ServerRequestContext
@@ -159,7 +159,7 @@ def _tool_handlers(
         raise MCPError(
             types.INVALID_PARAMS,
             f"unknown tool {params.name[:100]!r}; this server has: {names}"
-            + (" and the tools list_tools shows" if surface is not None else ""),
+            + (" and the tools list_tools shows" if _with_servers(surface) else ""),
         )
 
     return {"on_list_tools": on_list_tools, "on_call_tool": on_call_tool}
@@ -187,7 +187,7 @@ def _resource_handlers(
         ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
         uri = str(params.uri)
-        if surface is not None and uri.startswith("downstream://"):
+        if _with_servers(surface) and uri.startswith("downstream://"):
             if not _resource_shown(uri, profile):
                 raise MCPError(types.INVALID_PARAMS, _outside(f"resource {uri[:200]!r}", profile))
             return await _downstream_call(surface.gateway.read_resource(uri))
@@ -198,6 +198,12 @@ def _resource_handlers(
         "on_list_resource_templates": on_list_templates,
         "on_read_resource": on_read_resource,
     }
+
+
+def _with_servers(surface: GatewaySurface | None) -> TypeGuard[GatewaySurface]:
+    """Whether a gateway with at least one downstream server is behind ``surface``: without
+    one, hosts see the broker alone (a reload may add the first server later)."""
+    return surface is not None and surface.gateway.has_servers()
 
 
 def _resource_shown(uri: str, profile: Profile | None) -> bool:
@@ -259,7 +265,7 @@ def _prompt_handlers(
     ) -> types.GetPromptResult:
         if params.name == CONTEXT_PROMPT.name:
             return await prompt.get(params.arguments, ctx.session)
-        if surface is None:
+        if surface is None or not _with_servers(surface):
             raise MCPError(
                 types.INVALID_PARAMS,
                 f"unknown prompt {params.name[:100]!r}; this server has: {CONTEXT_PROMPT.name}",

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from mcp import Client, StdioServerParameters, stdio_client
+import pytest
+from mcp import Client, MCPError, StdioServerParameters, stdio_client
 
 from contextcore.items import ItemRef
 from server.broker import build_broker
@@ -220,6 +221,48 @@ async def test_a_watched_config_adds_and_removes_a_server_without_a_restart(
             assert [s["name"] for s in servers["servers"]] == ["alpha"]
             catalog = await call(client, "list_catalog", types=["tool"])
             assert {i["server"] for i in catalog["items"]} == {"alpha"}
+    log = log_path.read_text()
+    assert "downstream server 'beta' started" in log and "'beta' stopped" in log
+    assert "takes effect only after a restart" not in log
+
+
+async def test_a_broker_started_without_servers_gets_its_first_and_loses_its_last_by_reload(
+    tmp_path: Path,
+) -> None:
+    tag = tag_for("beta")
+    config = write_config(tmp_path, "", watch=True)
+    host = Host()
+    with anyio.fail_after(120):
+        async with stdio_broker(config, host) as log_path:
+            client = host.client
+            assert client is not None
+            alone = await host.names()  # the broker's own tools only, as ever without servers
+            assert not alone & {"call_tool", "list_servers"} and "beta__pong" not in alone
+            caps = client.server_capabilities.tools
+            assert caps is not None and caps.list_changed  # so hosts heed what follows
+            await eventually(lambda: "watching" in log_path.read_text(), within=30)
+
+            edit = functools.partial(
+                write_config, tmp_path, server_table("beta", "pong", tag=tag), watch=True
+            )
+            await host.listed_after_notice(host.heard, "beta__pong", write=edit)
+            assert {"call_tool", "list_servers"} <= await host.names()
+            direct = await client.call_tool("beta__pong", {"text": "hi"})
+            assert not direct.is_error and direct.content[0].text == "pong:hi"  # type: ignore[union-attr]
+            proxied = await client.call_tool(
+                "call_tool", {"server": "beta", "tool": "pong", "arguments": {"text": "yo"}}
+            )
+            assert not proxied.is_error and "pong:yo" in proxied.content[0].text  # type: ignore[union-attr]
+            servers = await call(client, "list_servers")
+            assert [s["name"] for s in servers["servers"]] == ["beta"]
+            (beta_pid,) = pids_with(tag)
+
+            edit = functools.partial(write_config, tmp_path, "", watch=True)
+            await host.listed_after_notice(host.heard, "", absent="beta__pong", write=edit)
+            await eventually(lambda: ended(beta_pid), within=30, what="beta's process ended")
+            assert await host.names() == alone  # the fixed tools went with the last server
+            with pytest.raises(MCPError, match="unknown tool 'call_tool'"):  # as without servers
+                await client.call_tool("call_tool", {"server": "beta", "tool": "pong"})
     log = log_path.read_text()
     assert "downstream server 'beta' started" in log and "'beta' stopped" in log
     assert "takes effect only after a restart" not in log
