@@ -154,6 +154,9 @@ class DownstreamConfig(ConfigModel):
     protocol_version: (
         Literal["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"] | None
     ) = None
+    # Text before this server's tool and prompt names; None: "<server>__"; "": its own names
+    # (and its resources under their own URIs).
+    prefix: str | None = Field(None, pattern=r"^[A-Za-z0-9_-]{0,48}$")
 
     @model_validator(mode="after")
     def _one_target(self) -> DownstreamConfig:

@@ -93,6 +93,9 @@ class ServerRow(_Row):
     last_refresh: str | None
     reconnects: int
     trust: TrustRow | None = None
+    name_clashes: list[str] = Field(
+        default_factory=list, validation_alias=AliasChoices("name_clashes", "nameClashes")
+    )  # tools not exposed because another server or the broker has their name
 
 
 class ListServersResult(Out):
@@ -109,6 +112,7 @@ def render_servers(result: ListServersResult) -> str:
         lines.append(f"{s.name} ({s.transport}): {s.state}, {s.tool_count} tools{error}")
         if s.trust is not None:
             lines += _trust_lines(s.name, s.trust)
+        lines += [f"  name clash: {why}" for why in s.name_clashes]
     return "\n".join(lines)
 
 

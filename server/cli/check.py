@@ -125,6 +125,7 @@ def format_check(report: dict[str, Any]) -> str:
         error = f" (last error: {server['lastError']})" if server["lastError"] else ""
         lines.append(f"server {server['name']} [{server['transport']}]: {state}{error}")
         lines += _trust_lines(server["name"], server.get("trust"))
+        lines += [f"  name clash: {escape(why)}" for why in server.get("nameClashes", [])]
     p = report["persistence"]
     lines.append(f"persistence: {p['backend']}" + (f" at {p['path']}" if p["path"] else ""))
     if p.get("error"):

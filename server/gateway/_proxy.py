@@ -1,9 +1,13 @@
 """Downstream resources and prompts, namespaced by server and read through live sessions.
 
-Resource URIs are wrapped as ``downstream://<server>/<quoted original uri>``; prompt names are
-``<server>__<prompt>`` with the same sanitizing and collision rules as tools. Listings ask every
-connected server concurrently, each bounded by its timeout; a server that fails is skipped (and
-logged) so one bad server never empties the list.
+A resource keeps its own URI when its server's ``prefix`` is ``""`` and a ``ui://`` resource
+always does (hosts render MCP Apps from it); any other is wrapped as
+``downstream://<server>/<quoted original uri>``. Prompt names are ``<prefix><prompt>`` with the
+same sanitizing and collision rules as tools. A URI or prompt name two servers would both
+expose goes to the first server in name order (the other's is logged and not listed), and
+none takes one of the broker's own. Listings ask every connected server concurrently, each
+bounded by its timeout; a server that fails is skipped (and logged) so one bad server never
+empties the list.
 """
 
 from __future__ import annotations
@@ -17,14 +21,18 @@ import mcp_types as types
 
 from .connection import Connection
 from .errors import UnknownToolError
-from .naming import assign_names, split_resource_uri, wrap_resource_uri
+from .naming import name_all, split_resource_uri, wrap_resource_uri
 from .secrets import Redactor
 from .server_state import ServerTable
 
-__all__ = ["ResourceProxy"]
+__all__ = ["BROKER_PROMPTS", "ResourceProxy"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+BROKER_PROMPTS = frozenset({"context"})
+"""The broker's own prompt names (``server.surface.prompts``): no downstream prompt takes one."""
+_BROKER_URIS = ("context://", "ui://context-broker/")  # the broker's own resources
 
 
 class ResourceProxy:
@@ -34,6 +42,11 @@ class ResourceProxy:
         self._servers = servers
         self._redactor = redactor
         self._prompts: dict[str, tuple[str, str]] = {}
+        self._resources: dict[str, tuple[str, str]] = {}  # exposed URI -> (server, uri)
+
+    def _prefix(self, server: str) -> str | None:
+        state = self._servers.find(server)
+        return state.config.prefix if state is not None else None
 
     async def _gather(
         self, fetch: Callable[[Connection], Awaitable[list[T]]]
@@ -55,46 +68,85 @@ class ResourceProxy:
         return out
 
     async def list_resources(self) -> list[types.Resource]:
-        """Every downstream resource with its URI wrapped, by server then original order."""
+        """Every downstream resource under its exposed URI, by server then original order."""
         found = await self._gather(lambda c: c.list_resources())
         redact = self._redactor.redact_model
-        return [
-            redact(r).model_copy(update={"uri": wrap_resource_uri(server, r.uri)})
-            for server in sorted(found)
-            for r in found[server]
-        ]
+        table: dict[str, tuple[str, str]] = {}
+        rows = []
+        for server in sorted(found):
+            for r in found[server]:
+                uri = wrap_resource_uri(server, r.uri, self._prefix(server))
+                holder = self._uri_holder(uri, table)
+                if holder is not None:
+                    log.warning(
+                        "resource %r of server %r is not exposed: its URI is taken by %s",
+                        r.uri,
+                        server,
+                        holder,
+                    )
+                    continue
+                table[uri] = (server, r.uri)
+                rows.append(redact(r).model_copy(update={"uri": uri}))
+        self._resources = table
+        return rows
 
-    async def read_resource(self, uri: str) -> types.ReadResourceResult:
-        """Read a wrapped resource URI from its server; content URIs come back wrapped."""
-        target = split_resource_uri(uri)
+    @staticmethod
+    def _uri_holder(uri: str, table: dict[str, tuple[str, str]]) -> str | None:
+        """Who already exposes ``uri`` (the broker, or another server), or None."""
+        if uri.startswith(_BROKER_URIS):
+            return "the broker's own resource"
+        if uri in table:
+            return f"server {table[uri][0]!r}"
+        return None
+
+    async def _resource_target(self, uri: str) -> tuple[str, str]:
+        """``(server, original uri)`` of an exposed resource URI (listing them if need be)."""
+        target = split_resource_uri(uri) or self._resources.get(uri)
+        if target is None:
+            await self.list_resources()
+            target = self._resources.get(uri)
         if target is None:
             raise UnknownToolError(
-                f"resource URI {uri!r} is not a downstream resource; "
-                "use a downstream://<server>/... URI from resources/list"
+                f"no resource {uri[:200]!r}: neither the broker nor a downstream server lists "
+                "it; resources/list shows the resources there are"
             )
-        server_name, original = target
+        return target
+
+    async def read_resource(self, uri: str) -> types.ReadResourceResult:
+        """Read an exposed resource URI from its server; content URIs come back exposed."""
+        server_name, original = await self._resource_target(uri)
         server = self._servers.get(server_name)
         conn = server.live(original)
         try:
             result = await conn.session.read_resource(original)
         except Exception as exc:
             raise server.call_failed(conn, f"resource {original!r}", exc, tool=None) from None
+        prefix = server.config.prefix
         contents = [
-            c.model_copy(update={"uri": wrap_resource_uri(server_name, c.uri)})
+            c.model_copy(update={"uri": wrap_resource_uri(server_name, c.uri, prefix)})
             for c in result.contents
         ]
         return self._redactor.redact_model(result.model_copy(update={"contents": contents}))
 
     async def list_prompts(self) -> list[types.Prompt]:
-        """Every downstream prompt named ``<server>__<prompt>``, in a stable order."""
+        """Every downstream prompt named ``<prefix><prompt>``, in a stable order."""
         found = await self._gather(lambda c: c.list_prompts())
-        names = assign_names((s, p.name) for s, prompts in found.items() for p in prompts)
+        naming = name_all(
+            ((s, p.name) for s, prompts in found.items() for p in prompts),
+            {s: self._prefix(s) for s in found},
+            BROKER_PROMPTS,
+            kind="prompt",
+        )
+        for why in naming.clashes.values():
+            log.warning("%s", why)
+        names = naming.names
         self._prompts = {exposed: key for key, exposed in names.items()}
         redact = self._redactor.redact_model
         rows = [
             redact(p).model_copy(update={"name": names[(s, p.name)]})
             for s, prompts in found.items()
             for p in prompts
+            if (s, p.name) in names
         ]
         return sorted(rows, key=lambda p: p.name)
 

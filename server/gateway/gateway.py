@@ -138,11 +138,14 @@ class Gateway:
         rows = []
         for server in self._servers:
             for tool in server.tools:
+                name = self._names.name(server.name, tool.name)
+                if name is None:
+                    continue  # its name is another's (see ServerState.name_clashes)
                 item = self.catalog.get(Tool(server.name, tool.name).ref)
                 include = item.effective_include if item is not None else "always"
                 rows.append(
                     ExposedTool(
-                        name=self._names.name(server.name, tool.name) or tool.name,
+                        name=name,
                         server=server.name,
                         tool=tool.name,
                         definition=tool,
@@ -190,12 +193,18 @@ class Gateway:
         return changes
 
     def exposed_name(self, server: str, tool: str) -> str | None:
-        """The name a downstream tool is called by directly (``<server>__<tool>``), if known."""
+        """The name a downstream tool is called by directly (``<prefix><tool>``), if known."""
         return self._names.name(server, tool)
 
     def resolve(self, exposed_name: str) -> tuple[str, str] | None:
-        """``(server, original tool name)`` of an exposed name, or None."""
+        """``(server, original tool name)`` of an exposed name, or of a downstream's own tool
+        name that one server alone has; else None (see :meth:`unknown_tool`)."""
         return self._names.resolve(exposed_name)
+
+    def unknown_tool(self, name: str) -> str:
+        """Why a call of ``name`` reaches no tool: the servers that share it, or how to find
+        the tools there are."""
+        return self._names.unknown(name)
 
     # -- calls -----------------------------------------------------------------------------
 
@@ -403,7 +412,9 @@ class Gateway:
         # is held and how to approve it, instead of "unknown tool".
         pairs = [(s.name, t.name) for s in self._servers for t in s.tools]
         pairs += [(s.name, name) for s in self._servers for name in s.held]
-        self._names.assign(pairs)
+        self._names.assign(pairs, {s.name: s.config.prefix for s in self._servers})
+        for server in self._servers:
+            server.name_clashes = self._names.clashes(server.name)
 
     def _notify_exposed(self) -> None:
         exposed = self.exposed_tools()

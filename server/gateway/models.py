@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import mcp_types as types
@@ -13,6 +12,7 @@ from contextcore.items import IncludeMode
 from tools.gateway import ServerRow
 
 if TYPE_CHECKING:
+    from .oauth_store import TokenStore
     from .trust import TrustReport
 
 __all__ = ["ConnectionState", "ExposedTool", "GatewaySettings", "ServerStatus"]
@@ -34,7 +34,7 @@ class GatewaySettings:
     debounce: float = 0.25
     pin_poll: float = 1.0  # seconds between checks of the pin file for approvals
     fast_path: bool = True  # stdio servers get the request lane (see server.transport.sdk_compat)
-    token_file: Path | None = None  # OAuth tokens of downstream servers (None: kept in memory)
+    tokens: TokenStore | None = None  # OAuth tokens of downstream servers (None: in memory)
     # A server whose OAuth sign-in needs a person opens a browser; off (check, eval), its
     # connection fails with the `auth login` hint instead.
     sign_in: bool = True
@@ -56,6 +56,7 @@ class ServerStatus:
     last_refresh: datetime | None
     reconnects: int
     trust: TrustReport | None = None  # what the tool gate held, flagged, clipped or dropped
+    name_clashes: tuple[str, ...] = ()  # tools not exposed: their name is another's
 
     @property
     def connected(self) -> bool:
@@ -74,6 +75,7 @@ class ServerStatus:
             last_refresh=self.last_refresh.isoformat() if self.last_refresh else None,
             reconnects=self.reconnects,
             trust=self.trust.row() if self.trust is not None else None,
+            name_clashes=list(self.name_clashes),
         )
 
 

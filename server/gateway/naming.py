@@ -1,40 +1,114 @@
-"""Names under which downstream tools and prompts are exposed to hosts: ``<server>__<name>``.
+"""Names under which downstream tools and prompts are exposed to hosts: ``<prefix><name>``.
 
-Hosts such as Claude Desktop accept only ``^[A-Za-z0-9_-]{1,64}$``. Each other character becomes
-``_``; a name that is too long is cut and given a short hash suffix. Names are assigned for the
-whole set at once so collisions after sanitizing are seen: when several originals map to the same
-name, the one that needed no change (if any) keeps it and every other gets ``_<hash>`` computed
-from its own server and original name, so the result never depends on listing order.
+A server's prefix is its ``prefix`` setting, by default ``<server>__``; ``prefix = ""`` exposes
+the downstream's own names. Hosts such as Claude Desktop accept only ``^[A-Za-z0-9_-]{1,64}$``.
+Each other character becomes ``_``; a name that is too long is cut and given a short hash
+suffix. Names are assigned for the whole set at once so collisions are seen: when several
+originals map to the same name after sanitizing, the one that needed no change (if any) keeps
+it and every other gets ``_<hash>`` computed from its own server and original name, so the
+result never depends on listing order. When two servers' tools would be exposed under the very
+same name as written (only possible with custom prefixes), the first server in name order keeps
+it and the other's tool is not exposed (it is reported as a clash); a downstream tool never
+takes the name of one of the broker's own tools.
+
+A host may also call a tool by the downstream's own name (an MCP App rendered from a
+downstream's ``ui://`` resource writes those names into its HTML): the call reaches the one
+server that has a tool of that name, and a name two servers share is refused naming both.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
 from urllib.parse import quote, unquote, urlsplit
 
 __all__ = [
+    "GATEWAY_TOOLS",
     "MAX_NAME",
     "RESOURCE_SCHEME",
     "SEPARATOR",
+    "UI_SCHEME",
     "ExposedNames",
+    "Naming",
     "assign_names",
+    "broker_tool_names",
+    "name_all",
+    "prefix_for",
+    "prefix_problem",
     "sanitize",
     "split_resource_uri",
     "wrap_resource_uri",
 ]
 
+log = logging.getLogger(__name__)
+
 MAX_NAME = 64
 SEPARATOR = "__"
 RESOURCE_SCHEME = "downstream"
+UI_SCHEME = "ui"
+GATEWAY_TOOLS = ("call_tool", "list_servers")
+"""The gateway's own tools, listed beside the broker's."""
 _BAD = re.compile(r"[^A-Za-z0-9_-]")
 _HASH_CHARS = 6
+
+Key = tuple[str, str]  # (server, original name)
 
 
 def sanitize(text: str) -> str:
     """``text`` with every character outside ``[A-Za-z0-9_-]`` replaced by ``_``."""
     return _BAD.sub("_", text) or "_"
+
+
+def prefix_for(server: str, prefix: str | None) -> str:
+    """The text before ``server``'s exposed names: ``prefix`` as set, by default
+    ``<server>__`` (sanitized)."""
+    return f"{sanitize(server)}{SEPARATOR}" if prefix is None else prefix
+
+
+@cache
+def broker_tool_names() -> frozenset[str]:
+    """Every name the broker lists for its own tools; no downstream tool is exposed as one."""
+    from server.ui.view import APP_TOOL  # late: the view module is heavy and not a dependency
+    from tools.surface import BROKER_TOOLS
+
+    return frozenset({*(spec.name for spec in BROKER_TOOLS), APP_TOOL.name, *GATEWAY_TOOLS})
+
+
+def prefix_problem(prefixes: Mapping[str, str | None]) -> str | None:
+    """Why these servers' prefixes (by server name) cannot all be used, or None: two servers
+    with the same non-empty prefix would expose the same names, and a prefix that begins one
+    of the broker's tool names could expose a downstream tool under it. Servers with
+    ``prefix = ""`` are checked when their tools are listed (see :class:`ExposedNames`)."""
+    seen: dict[str, str] = {}
+    for server, configured in sorted(prefixes.items()):
+        prefix = prefix_for(server, configured)
+        if not prefix:
+            continue
+        if prefix in seen:
+            return (
+                f"servers {seen[prefix]!r} and {server!r} both use the prefix {prefix!r}, so "
+                "their tools and prompts would be exposed under the same names; give one of "
+                "them another prefix"
+            )
+        seen[prefix] = server
+        taken = sorted(n for n in broker_tool_names() if n.startswith(prefix))
+        if taken:
+            return (
+                f"server {server!r}: prefix {prefix!r} begins the broker's own tool names "
+                f"{', '.join(map(repr, taken))}, so one of its tools could be exposed under "
+                "one of them; choose another prefix"
+            )
+    return None
+
+
+def _as_written(key: Key, prefix: str | None) -> str:
+    """The exposed name ``key`` would have if nothing needed sanitizing."""
+    server, name = key
+    return f"{server}{SEPARATOR}{name}" if prefix is None else f"{prefix}{name}"
 
 
 def _digest(server: str, name: str, length: int) -> str:
@@ -46,44 +120,123 @@ def _suffixed(base: str, server: str, name: str, length: int) -> str:
     return base[: MAX_NAME - len(suffix)] + suffix
 
 
-def assign_names(pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
-    """Exposed name for each ``(server, original name)``; unique, valid, order-independent."""
+@dataclass
+class Naming:
+    """The names of one set of tools or prompts: exposed name by ``(server, original)``; a
+    key that is not named clashed, and ``clashes`` says with what."""
+
+    names: dict[Key, str] = field(default_factory=dict)
+    clashes: dict[Key, str] = field(default_factory=dict)
+
+
+def name_all(
+    pairs: Iterable[Key],
+    prefixes: Mapping[str, str | None] | None = None,
+    reserved: frozenset[str] = frozenset(),
+    kind: str = "tool",
+) -> Naming:
+    """Exposed names for each ``(server, original name)``: unique, valid, order-independent;
+    ``prefixes`` by server (missing: the default), ``reserved`` names are never given."""
+    prefixes = prefixes or {}
     keys = sorted(set(pairs))
-    raw = {k: f"{sanitize(k[0])}{SEPARATOR}{sanitize(k[1])}" for k in keys}
-    groups: dict[str, list[tuple[str, str]]] = {}
+    raw = {k: prefix_for(k[0], prefixes.get(k[0])) + sanitize(k[1]) for k in keys}
+    groups: dict[str, list[Key]] = {}
     for key in keys:
         groups.setdefault(raw[key], []).append(key)
-    out: dict[tuple[str, str], str] = {}
+    out = Naming()
     for base, members in groups.items():
-        clean = [k for k in members if f"{k[0]}{SEPARATOR}{k[1]}" == base]
-        keeper = clean[0] if len(clean) == 1 and len(base) <= MAX_NAME else None
+        clean = [k for k in members if _as_written(k, prefixes.get(k[0])) == base]
+        fits = len(base) <= MAX_NAME
+        if base in reserved:
+            holder = "the broker's own tool"
+        elif len(clean) > 1:
+            holder = f"{kind} {clean[0][1]!r} of server {clean[0][0]!r}"
+        else:
+            holder = ""
         for key in members:
-            out[key] = base if key == keeper else _suffixed(base, *key, _HASH_CHARS)
-    return _settle(out)
+            if fits and key in clean and (not holder or (key == clean[0] and base not in reserved)):
+                out.names[key] = base
+            elif fits and key in clean:
+                out.clashes[key] = (
+                    f"{kind} {key[1]!r} of server {key[0]!r} is not exposed: its name "
+                    f"{base!r} is taken by {holder}"
+                )
+            else:
+                out.names[key] = _suffixed(base, *key, _HASH_CHARS)
+    out.names = _settle(out.names, raw)
+    return out
+
+
+def assign_names(
+    pairs: Iterable[Key], prefixes: Mapping[str, str | None] | None = None
+) -> dict[Key, str]:
+    """Exposed name for each ``(server, original name)`` (see :func:`name_all`)."""
+    return name_all(pairs, prefixes).names
 
 
 class ExposedNames:
     """The gateway's tool names both ways: ``(server, tool)`` ↔ exposed name. Names of a
     removed server's tools still resolve (to that server) until it is added again, so a
-    host that calls one is told the server is gone instead of "unknown tool"."""
+    host that calls one is told the server is gone instead of "unknown tool". A tool's own
+    (bare) name resolves too, when one server alone has a tool of that name."""
 
     def __init__(self) -> None:
-        self._names: dict[tuple[str, str], str] = {}
-        self._by_exposed: dict[str, tuple[str, str]] = {}
-        self._gone: dict[str, tuple[str, str]] = {}
+        self._names: dict[Key, str] = {}
+        self._by_exposed: dict[str, Key] = {}
+        self._gone: dict[str, Key] = {}
+        self._bare: dict[str, list[Key]] = {}
+        self._clashes: dict[Key, str] = {}
 
-    def assign(self, pairs: Iterable[tuple[str, str]]) -> None:
-        """Name every ``(server, original name)`` of the servers there are now."""
-        self._names = assign_names(pairs)
+    def assign(
+        self, pairs: Iterable[Key], prefixes: Mapping[str, str | None] | None = None
+    ) -> None:
+        """Name every ``(server, original name)`` of the servers there are now; a name two
+        servers would both expose goes to the first (each new clash is logged)."""
+        keys = sorted(set(pairs))
+        naming = name_all(keys, prefixes, broker_tool_names())
+        for key, why in naming.clashes.items():
+            if self._clashes.get(key) != why:
+                log.warning("%s", why)
+        self._names, self._clashes = naming.names, naming.clashes
         self._by_exposed = self._gone | {name: key for key, name in self._names.items()}
+        self._bare = {}
+        for key in keys:
+            self._bare.setdefault(key[1], []).append(key)
 
     def name(self, server: str, tool: str) -> str | None:
         """The exposed name of ``server``'s ``tool``, if it has one."""
         return self._names.get((server, tool))
 
-    def resolve(self, exposed: str) -> tuple[str, str] | None:
-        """``(server, original name)`` of an exposed name, or None."""
-        return self._by_exposed.get(exposed)
+    def resolve(self, exposed: str) -> Key | None:
+        """``(server, original name)`` of an exposed name, or of a tool's own name that one
+        server alone has; else None."""
+        found = self._by_exposed.get(exposed)
+        if found is not None or exposed in broker_tool_names():
+            return found  # the broker's own tools answer to their names
+        owners = self._bare.get(exposed, [])
+        return owners[0] if len(owners) == 1 else None
+
+    def clashes(self, server: str) -> list[str]:
+        """Why some of ``server``'s tools are not exposed (a name another holds)."""
+        return [why for key, why in sorted(self._clashes.items()) if key[0] == server]
+
+    def unknown(self, name: str) -> str:
+        """What to tell a host that called ``name``, which :meth:`resolve` does not know."""
+        owners = self._bare.get(name, [])
+        if len(owners) > 1:
+            ways = " and ".join(
+                f"{server!r} (call it as {self._names.get((server, tool), tool)!r})"
+                for server, tool in owners
+            )
+            return (
+                f"tool {name!r} is offered by more than one downstream server: {ways}; "
+                "call it by one of those names"
+            )
+        return (
+            f"unknown tool {name[:100]!r}: call a tool by a name this server's tools/list "
+            "shows, or any downstream server's tool with call_tool (server and tool name; "
+            "list_servers names the servers)"
+        )
 
     def server_removed(self, server: str) -> None:
         """Keep resolving the names ``server``'s tools had (call :meth:`assign` next)."""
@@ -94,12 +247,12 @@ class ExposedNames:
         self._gone = {name: key for name, key in self._gone.items() if key[0] != server}
 
 
-def _settle(names: dict[tuple[str, str], str]) -> dict[tuple[str, str], str]:
+def _settle(names: dict[Key, str], raw: Mapping[Key, str]) -> dict[Key, str]:
     """Lengthen hash suffixes until every name is unique (a hash clash is astronomically rare,
     but a suffixed name may also equal another server's natural name)."""
     length = _HASH_CHARS
     while True:
-        seen: dict[str, list[tuple[str, str]]] = {}
+        seen: dict[str, list[Key]] = {}
         for key, name in sorted(names.items()):
             seen.setdefault(name, []).append(key)
         clashes = [keys for keys in seen.values() if len(keys) > 1]
@@ -108,17 +261,22 @@ def _settle(names: dict[tuple[str, str], str]) -> dict[tuple[str, str], str]:
         length += 2
         for keys in clashes:
             for key in keys:
-                base = f"{sanitize(key[0])}{SEPARATOR}{sanitize(key[1])}"
-                names[key] = _suffixed(base, *key, length)
+                names[key] = _suffixed(raw[key], *key, length)
 
 
-def wrap_resource_uri(server: str, uri: str) -> str:
-    """The broker-side URI of a downstream resource: ``downstream://<server>/<quoted uri>``."""
+def wrap_resource_uri(server: str, uri: str, prefix: str | None = None) -> str:
+    """The broker-side URI of a downstream resource: with ``prefix = ""``, and for a ``ui://``
+    URI always (hosts render MCP Apps from it, as the tool's ``_meta.ui.resourceUri`` and the
+    app's HTML name it), the downstream's own URI; any other becomes
+    ``downstream://<server>/<quoted uri>``. A URI two servers would both expose goes to the
+    first (see :class:`server.gateway._proxy.ResourceProxy`)."""
+    if prefix == "" or urlsplit(uri).scheme.lower() == UI_SCHEME:
+        return uri
     return f"{RESOURCE_SCHEME}://{quote(server, safe='')}/{quote(uri, safe='')}"
 
 
 def split_resource_uri(wrapped: str) -> tuple[str, str] | None:
-    """``(server, original uri)`` of a wrapped URI, or None if it is not one."""
+    """``(server, original uri)`` of a ``downstream://`` URI, or None if it is not one."""
     parts = urlsplit(wrapped)
     if parts.scheme != RESOURCE_SCHEME or not parts.netloc or not parts.path.startswith("/"):
         return None

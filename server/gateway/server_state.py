@@ -33,6 +33,7 @@ from .errors import (
     UnknownServerError,
 )
 from .models import ConnectionState, ServerStatus
+from .naming import prefix_for
 from .secrets import Redactor
 from .trust import HeldTool, TrustReport, approve_hint
 
@@ -63,6 +64,7 @@ class ServerState:
     started_at: float = 0.0
     first_attempt_done: anyio.Event = field(default_factory=anyio.Event)
     refresh_wanted: anyio.Event = field(default_factory=anyio.Event)
+    name_clashes: list[str] = field(default_factory=list)  # tools not exposed: name taken
 
     def redefined(self, config: DownstreamConfig) -> ServerState:
         """A fresh state for this server under a new definition, to connect again. Unless it
@@ -73,6 +75,11 @@ class ServerState:
             fresh.tools, fresh.listing = self.tools, self.listing
             fresh.held, fresh.trust = self.held, self.trust
         return fresh
+
+    @property
+    def prefix(self) -> str:
+        """The text before this server's exposed tool and prompt names."""
+        return prefix_for(self.name, self.config.prefix)
 
     @property
     def connected(self) -> bool:
@@ -124,14 +131,14 @@ class ServerState:
         if not self.tools or any(t.name == tool for t in self.tools):
             return tool
         for candidate in self.tools:
-            if f"{self.name}__{candidate.name}" == tool:
+            if f"{self.prefix}{candidate.name}" == tool:
                 return candidate.name
         return tool  # unknown here; the downstream answers with its own error
 
     def refuse_held(self, tool: str) -> None:
         """Raise ``ToolHeldError`` if ``tool`` is held back until a person approves it."""
         held = self.held.get(tool) or next(
-            (h for h in self.held.values() if f"{self.name}__{h.name}" == tool), None
+            (h for h in self.held.values() if f"{self.prefix}{h.name}" == tool), None
         )
         if held is None:
             return
@@ -171,6 +178,7 @@ class ServerState:
             last_refresh=self.last_refresh,
             reconnects=self.reconnects,
             trust=self.trust,
+            name_clashes=tuple(self.name_clashes),
         )
 
 

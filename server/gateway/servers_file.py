@@ -9,7 +9,9 @@ Shapes understood:
 - VS Code: ``{"servers": {"name": {"type": "stdio" | "http" | "sse", ...}}, "inputs": [...]}``;
   ``//`` and ``/* */`` comments and trailing commas are allowed, as VS Code allows them.
 
-Keys a host uses for its own purposes (``alwaysAllow``, ``envFile``, ...) are ignored. Values keep
+An entry may carry ``"prefix"``, as ``[servers.NAME] prefix`` does (``""``: the server's own
+tool and prompt names and resource URIs). Keys a host uses for its own purposes
+(``alwaysAllow``, ``envFile``, ...) are ignored. Values keep
 their ``${env:NAME}`` references; the gateway expands them when it connects.
 
 A host's file usually lists the broker itself. Such an entry (its command is ``context-broker``,
@@ -35,10 +37,12 @@ from pydantic import ValidationError
 
 from server.settings import AppConfig, DownstreamConfig
 
-from .errors import ServersFileError
+from .errors import GatewayError, ServersFileError
+from .naming import prefix_problem
 
 __all__ = [
     "DEPTH_ENV",
+    "PrefixClashError",
     "broker_depth",
     "is_broker_command",
     "load_servers_file",
@@ -85,7 +89,7 @@ def _entry(name: str, raw: Mapping[str, Any], source: str) -> DownstreamConfig:
     elif isinstance(url, str):
         kind = "sse" if url.rstrip("/").endswith("/sse") else "http"
     data: dict[str, Any] = {"transport": kind, "enabled": not raw.get("disabled", False)}
-    for key in ("command", "args", "env", "cwd", "headers"):
+    for key in ("command", "args", "env", "cwd", "headers", "prefix"):
         if raw.get(key) is not None:
             data[key] = raw[key]
     if url is not None:
@@ -201,6 +205,10 @@ def is_broker_command(config: DownstreamConfig) -> bool:
     return False
 
 
+class PrefixClashError(GatewayError):
+    """Two downstream servers, or a server and the broker, would expose the same names."""
+
+
 def _disable(name: str, cfg: DownstreamConfig, why: str) -> DownstreamConfig:
     log.warning("downstream %r skipped: %s", name, why)
     return cfg.model_copy(update={"enabled": False})
@@ -214,6 +222,7 @@ def resolve_servers(
 
     Entries that would start a broker where that is not allowed come back disabled, each with
     a warning (see the module docstring); ``environ`` (default ``os.environ``) holds the marker.
+    Servers whose prefixes would expose the same names are refused (``PrefixClashError``).
     """
     depth = broker_depth(os.environ if environ is None else environ)
     merged: dict[str, DownstreamConfig] = {}
@@ -233,6 +242,9 @@ def resolve_servers(
         if cfg.cwd is not None and not cfg.cwd.is_absolute():
             cfg = cfg.model_copy(update={"cwd": config.resolve(cfg.cwd)})
         merged[name] = cfg
+    problem = prefix_problem({name: cfg.prefix for name, cfg in merged.items()})
+    if problem is not None:
+        raise PrefixClashError(f"downstream servers: {problem}")
     for name, cfg in merged.items():
         if not cfg.enabled:
             continue

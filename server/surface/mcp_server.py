@@ -26,7 +26,7 @@ from tools.surface import BROKER_TOOLS, CONTEXT_TOOLS, ToolSpec
 from ..gateway.surface import GatewaySurface
 from ..observability import Observer
 from ..summarizers import SummarizerFactory
-from ..ui.app import tool_meta
+from ..ui.app import APP_URI, tool_meta
 from ..ui.view import APP_TOOL
 from .prompts import CONTEXT_PROMPT, ContextPrompt
 from .resources import ResourceReader, resource_templates
@@ -155,11 +155,11 @@ def _tool_handlers(
                 profile,
                 request_id=ctx.request_id,
             )
+        if _with_servers(surface):
+            raise MCPError(types.INVALID_PARAMS, surface.gateway.unknown_tool(params.name))
         names = ", ".join(runner.specs)
         raise MCPError(
-            types.INVALID_PARAMS,
-            f"unknown tool {params.name[:100]!r}; this server has: {names}"
-            + (" and the tools list_tools shows" if _with_servers(surface) else ""),
+            types.INVALID_PARAMS, f"unknown tool {params.name[:100]!r}; this server has: {names}"
         )
 
     return {"on_list_tools": on_list_tools, "on_call_tool": on_call_tool}
@@ -187,7 +187,10 @@ def _resource_handlers(
         ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
         uri = str(params.uri)
-        if _with_servers(surface) and uri.startswith("downstream://"):
+        # A downstream's resource keeps its own URI under prefix = "" (and a ui:// one always):
+        # whatever is not the broker's own goes to the gateway.
+        own = uri.startswith("context://") or uri == APP_URI
+        if _with_servers(surface) and not own:
             if not _resource_shown(uri, profile):
                 raise MCPError(types.INVALID_PARAMS, _outside(f"resource {uri[:200]!r}", profile))
             return await _downstream_call(surface.gateway.read_resource(uri))
