@@ -14,7 +14,7 @@ import pytest
 from tests.conformance.test_client_scenarios import DRIVER, NODE_DIR, REQUIREMENTS, SUITE, _node_env
 
 REVISIONS = ("2025-11-25", "2026-07-28")
-EXTRA = [("json-schema-2020-12-preservation", "2025-11-25")]
+EXTRA = [("json-schema-2020-12-preservation", revision) for revision in REVISIONS]
 PARALLEL = 3  # scenarios at once: each runs a scenario server, the broker and its driver
 
 
