@@ -9,8 +9,9 @@ makes (the gateway surface sets it around a forwarded call); each downstream con
 :class:`Relay` keeps the hosts of its calls in flight and gives the SDK client session the
 callbacks that ask them.
 
-When no host can answer (no call in flight, calls of several hosts at once, a host that did
-not declare the capability, a 2026-07-28 host connection with no back-channel) the
+When no host can answer (no call in flight, a call made for no host such as the stdio
+short path's, calls of several hosts at once, a host that did not declare the capability, a
+2026-07-28 host connection with no back-channel) the
 downstream gets ``-32601`` with a message saying why, at once rather than a hang; a host's
 own error is passed back as it is. Log messages go to the host of the call in flight (a
 handshake-era one) and are dropped otherwise.
@@ -88,18 +89,15 @@ class Relay:
     def __init__(self, server: str, timeout: float) -> None:
         self._server = server
         self._timeout = timeout
-        self._inflight: dict[int, Host] = {}
+        self._inflight: dict[int, Host | None] = {}  # None: a call no host can be asked for
         self._ids = itertools.count()
 
     @contextmanager
     def call(self) -> Iterator[None]:
-        """Hold a call made in this block as in flight for the host :func:`calling_for` set."""
-        host = _CALLER.get()
-        if host is None:
-            yield
-            return
+        """Hold a call made in this block as in flight for the host :func:`calling_for` set
+        (or for none)."""
         ticket = next(self._ids)
-        self._inflight[ticket] = host
+        self._inflight[ticket] = _CALLER.get()
         try:
             yield
         finally:
@@ -107,12 +105,14 @@ class Relay:
 
     def _host(self, what: str) -> Host | types.ErrorData:
         """The one host the server's question can be for, or why there is none."""
-        hosts = {host.key: host for host in self._inflight.values()}
+        hosts = {None if host is None else host.key: host for host in self._inflight.values()}
         if not hosts:
-            return _refused(f"{what}: no host call to {self._server!r} is in flight to ask")
+            return _refused(f"{what}: no call to {self._server!r} is in flight")
         if len(hosts) > 1:
             return _refused(f"{what}: calls of several hosts are in flight; cannot tell whom")
         host = next(iter(hosts.values()))
+        if host is None:
+            return _refused(f"{what}: no host can be asked during this call to {self._server!r}")
         if host.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return _refused(f"{what}: the host's connection has no channel for requests")
         return host
