@@ -19,6 +19,7 @@ from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.support.broker_procs import BROKER, running_broker, server_env, write_config
+from tests.support.stdio_host import stdio_broker
 
 FIXTURE = Path(__file__).parent / "fixtures" / "app_server.py"
 
@@ -185,6 +186,9 @@ async def test_a_name_two_servers_would_expose_goes_to_the_first_and_list_server
         assert await call_text(session, "echo", text="q") == "alpha/echo:q"
         assert await call_text(session, "beta_only") == "beta/beta_only:"
         assert [t for t in tools if t == "echo"] == ["echo"]
+        via = await session.call_tool("call_tool", {"server": "beta", "tool": "echo"})
+        assert isinstance(via.content[0], types.TextContent)
+        assert via.content[0].text == "beta/echo:"  # not listed, still reachable
         with anyio.fail_after(30):
             listed = await session.call_tool("list_servers", {})
         rows = {row["name"]: row for row in (listed.structured_content or {})["servers"]}
@@ -250,3 +254,25 @@ def test_a_servers_file_entry_takes_a_prefix_too(tmp_path: Path) -> None:
     done = run_check(alone, "--json")
     report = json.loads(done.stdout)
     assert report["ok"], report
+
+
+async def test_plain_wire_calls_by_own_and_bare_names_take_the_stdio_short_path(
+    tmp_path: Path,
+) -> None:
+    """``tools/call`` lines with only a name and arguments: what the stdio short path forwards."""
+    config = broker_config(
+        tmp_path, server_table("plain", prefix=""), server_table("one", "only_one")
+    )
+    async with stdio_broker(config, log=tmp_path / "broker.log") as host:
+        with anyio.fail_after(30):
+            while True:
+                listed = await host.request("tools/list")
+                names = {t["name"] for t in listed["result"]["tools"]}
+                if {"echo", "one__only_one"} <= names:
+                    break
+                await anyio.sleep(0.2)
+        for name, want in (("echo", "plain/echo:w"), ("only_one", "one/only_one:w")):
+            request_id = host.fresh_id()
+            await host.call(request_id, name, {"text": "w"})
+            answer = await host.answer(request_id)
+            assert answer["result"]["content"][0]["text"] == want, answer
