@@ -29,6 +29,7 @@ from contextcore.services.history import HistoryService
 from .broker import AppParts
 from .embedding import build_embedder
 from .gateway import ExposedChangeFn, Gateway, GatewaySettings, ToolGate, resolve_servers
+from .gateway.oauth_store import open_tokens
 from .gateway.surface import GatewaySurface, HostNotifier
 from .observability import Observer, build_tracer_provider, http_routes
 from .reload import ConfigReloader
@@ -175,7 +176,7 @@ def new_gateway(
         backoff_max=g.backoff_max,
         debounce=g.debounce,
         fast_path=fast_path_enabled(config.server.fast_path),
-        token_file=config.resolve(g.token_file),
+        tokens=open_tokens(config),
         sign_in=sign_in,
     )
     gateway = Gateway(

@@ -73,6 +73,9 @@ class GatewayConfig(ConfigModel):
     max_tools_per_server: int = Field(200, ge=1)
     # OAuth tokens and client registrations of downstream servers; written private (0600).
     token_file: Path = Path("context-broker.tokens.json")
+    # Where those tokens live: "file" (token_file) or "store" (the [persistence] store, shared
+    # by replicas); unset, the store when it is PostgreSQL or Redis, else the file.
+    token_store: Literal["file", "store"] | None = None
 
 
 class TelemetryConfig(ConfigModel):

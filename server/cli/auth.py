@@ -4,7 +4,9 @@
 as the broker does, which signs in (a browser and the loopback redirect for the
 authorization code grant, a token request for client credentials), and lists its tools.
 ``status`` shows each OAuth server's sign-in without ever showing a token; ``logout`` forgets
-everything stored for a server. Tokens live in the ``[gateway] token_file`` (mode 0600).
+everything stored for a server. Tokens live where the broker keeps them (``[gateway]
+token_store``): the ``token_file`` (mode 0600), or the shared ``[persistence]`` store, where a
+sign-in from any terminal serves every replica.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from server.settings import AppConfig, DownstreamConfig, load_config
 from ..gateway.connection import open_connection
 from ..gateway.errors import GatewayError, UnknownServerError
 from ..gateway.oauth import LOGIN_TIMEOUT, build_auth, paused
-from ..gateway.oauth_store import TokenFile
+from ..gateway.oauth_store import TokenStore, open_tokens
 from ..gateway.secrets import Redactor, expand_server
 from ..gateway.servers_file import resolve_servers
 
@@ -52,7 +54,7 @@ def cmd_auth(args: argparse.Namespace) -> int:
     """Run ``auth login``, ``auth status`` or ``auth logout``."""
     config = load_config(args.config)
     servers = {n: c for n, c in resolve_servers(config).items() if c.oauth is not None}
-    tokens = TokenFile(config.resolve(config.gateway.token_file))
+    tokens = open_tokens(config)
     if args.auth_command == "status":
         rows = [_status_row(n, c, tokens) for n, c in sorted(servers.items())]
         rows = [row for row in rows if args.name in (None, row["name"])]
@@ -74,7 +76,7 @@ def cmd_auth(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _login(name: str, config: AppConfig, server: DownstreamConfig, tokens: TokenFile) -> int:
+async def _login(name: str, config: AppConfig, server: DownstreamConfig, tokens: TokenStore) -> int:
     """Sign in to ``server`` afresh and list its tools; the number of tools."""
     expanded, secrets = expand_server(name, server, os.environ)
     redactor = Redactor(secrets)
@@ -118,7 +120,7 @@ def _why(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
-def _status_row(name: str, server: DownstreamConfig, tokens: TokenFile) -> dict[str, Any]:
+def _status_row(name: str, server: DownstreamConfig, tokens: TokenStore) -> dict[str, Any]:
     """What a person needs to know about a server's sign-in (no token value)."""
     assert server.oauth is not None
     entry = tokens.entry(name, server.url or "")

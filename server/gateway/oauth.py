@@ -7,7 +7,8 @@ dynamic registration, PKCE, resource indicators, scope selection and one step-up
 ``insufficient_scope``, the token endpoint auth methods, ``iss`` checks, refresh tokens and
 ``offline_access``, and the client credentials grant (client secret or a private key JWT).
 This module builds the SDK provider a ``[servers.NAME.oauth]`` table asks for, with the
-token file of :mod:`.oauth_store` as its storage and, for the authorization code grant, the
+token storage of :mod:`.oauth_store` (re-read before every refresh and sign-in, so replicas
+sharing it see each other's tokens) and, for the authorization code grant, the
 browser and loopback redirect of :mod:`.oauth_loopback`. The provider is an ``httpx2.Auth``
 the connection puts on its HTTP client.
 """
@@ -18,6 +19,7 @@ import math
 import warnings
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager, nullcontext
+from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
@@ -36,7 +38,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from server.settings import DownstreamConfig, OAuthConfig
 
 from .oauth_loopback import BrowserPolicy, HoldFn, LoopbackReceiver, free_port
-from .oauth_store import ServerTokens, TokenFile
+from .oauth_store import ServerTokens, TokenStore
 
 __all__ = ["LOGIN_TIMEOUT", "build_auth", "paused"]
 
@@ -62,7 +64,7 @@ def paused(scope: anyio.CancelScope) -> Iterator[None]:
 def build_auth(
     name: str,
     config: DownstreamConfig,
-    tokens: TokenFile,
+    tokens: TokenStore,
     *,
     hold: HoldFn = nullcontext,
     login_timeout: float = LOGIN_TIMEOUT,
@@ -92,7 +94,7 @@ def build_auth(
         )
         fixed = _pre_registered(oauth, receiver.redirect_uri)
         storage = ServerTokens(tokens, name, config.url, fixed_client=fixed, on_secret=on_secret)
-        provider = _person_provider(config.url, oauth, storage, receiver)
+        provider = _person_provider(name, config.url, oauth, storage, receiver)
         if not sign_in:
             provider.context.redirect_handler = _needs_person(name)
     storage.bind(provider.context)
@@ -136,7 +138,7 @@ def _machine_provider(url: str, oauth: OAuthConfig, storage: ServerTokens) -> OA
         )
 
 
-def _port(name: str, url: str, oauth: OAuthConfig, tokens: TokenFile) -> int:
+def _port(name: str, url: str, oauth: OAuthConfig, tokens: TokenStore) -> int:
     """The loopback redirect's port: configured, else the stored registration's (its redirect
     URI must stay the same), else a free one."""
     return oauth.redirect_port or _registered_port(tokens.entry(name, url)) or free_port()
@@ -157,7 +159,7 @@ def _pre_registered(oauth: OAuthConfig, redirect_uri: str) -> OAuthClientInforma
 
 
 def _person_provider(
-    url: str, oauth: OAuthConfig, storage: ServerTokens, receiver: LoopbackReceiver
+    name: str, url: str, oauth: OAuthConfig, storage: ServerTokens, receiver: LoopbackReceiver
 ) -> OAuthClientProvider:
     """The authorization code grant: a browser, a loopback redirect, PKCE."""
     metadata = OAuthClientMetadata(
@@ -175,6 +177,7 @@ def _person_provider(
         client_metadata_url=oauth.client_metadata_url,
     )
     provider.wanted_scope = _scope(oauth)
+    provider.server_name = name
     return provider
 
 
@@ -203,25 +206,63 @@ def _want(context: OAuthContext, scope: str | None) -> None:
         context.client_metadata.scope = union_scopes(context.client_metadata.scope, scope)
 
 
+class _ReloadWhenStale:
+    """A provider's ``_initialized``: false again as soon as the token it holds is no longer
+    valid, so the SDK re-reads the storage before it refreshes or signs in. Replicas sharing
+    a token store then use the token another one already refreshed or signed in for."""
+
+    def __get__(self, provider: OAuthClientProvider | None, owner: type) -> Any:
+        if provider is None:
+            return self
+        return provider.__dict__.get("_loaded", False) and provider.context.is_token_valid()
+
+    def __set__(self, provider: OAuthClientProvider, value: bool) -> None:
+        provider.__dict__["_loaded"] = value
+
+
+async def _adopt_stored(context: OAuthContext, name: str) -> None:
+    """Before a person is asked to sign in: when the storage holds a valid token other than
+    the one the server refused (another replica signed in meanwhile), take it and end this
+    attempt, so the connection is retried with it instead of opening a second browser."""
+    held = context.current_tokens
+    stored = await context.storage.get_tokens()
+    if stored is None or (held is not None and stored.access_token == held.access_token):
+        return
+    context.current_tokens = stored
+    if context.is_token_valid():
+        raise OAuthFlowError(
+            f"server {name!r} was signed in meanwhile by another broker sharing the token "
+            "store; retrying with its token"
+        )
+
+
 # The SDK picks the scope from the server's challenge and metadata right before it asks for a
-# token; these subclasses only add the configured ``scopes`` to that choice.
+# token; these subclasses add the configured ``scopes`` to that choice, and re-read the
+# storage whenever the token held is no longer valid.
 
 
 class _AuthorizationCode(OAuthClientProvider):
     wanted_scope: str | None = None
+    server_name: str = ""
+    _initialized = _ReloadWhenStale()
 
     async def _perform_authorization(self) -> httpx2.Request:
+        await _adopt_stored(self.context, self.server_name)
         _want(self.context, self.wanted_scope)
         return await super()._perform_authorization()
 
 
 class _ClientSecret(ClientCredentialsOAuthProvider):
+    _initialized = _ReloadWhenStale()
+
     async def _perform_authorization(self) -> httpx2.Request:
         _want(self.context, self._fixed_client_info.scope)
         return await super()._perform_authorization()
 
 
 class _PrivateKeyJWT(PrivateKeyJWTOAuthProvider):
+    _initialized = _ReloadWhenStale()
+
     async def _perform_authorization(self) -> httpx2.Request:
         _want(self.context, self._fixed_client_info.scope)
         return await super()._perform_authorization()

@@ -1,11 +1,20 @@
-"""Where OAuth tokens of downstream servers are kept: one JSON file, private to the user.
+"""Where OAuth tokens of downstream servers are kept: a file private to the user, or the
+shared session store of broker replicas.
 
-The file (``[gateway] token_file``) maps each server name to what its authorization left
-behind: the tokens with their absolute expiry, the client registration, and the discovered
-protected resource and authorization server metadata, so a restarted broker refreshes an
-expired token at the right endpoint instead of asking a person again. Entries are bound to
-the server's URL: a server whose URL changed starts over. The file is written atomically with
-mode 0600 and never printed; ``context-broker auth status`` shows only what a person needs.
+Each server name maps to what its authorization left behind: the tokens with their absolute
+expiry, the client registration, and the discovered protected resource and authorization
+server metadata, so a restarted broker refreshes an expired token at the right endpoint
+instead of asking a person again. Entries are bound to the server's URL: a server whose URL
+changed starts over. :class:`TokenStore` keeps those entries in one of two places:
+
+- :class:`TokenFile`, the ``[gateway] token_file``, written atomically with mode 0600 (the
+  default with a memory or SQLite session store);
+- the shared session store (``server.stores._tokens``; the default with PostgreSQL or Redis),
+  one entry per server written in one statement, so every replica uses, refreshes and signs
+  in with the same tokens.
+
+Nothing here logs or prints a token; ``context-broker auth status`` shows only what a person
+needs.
 """
 
 from __future__ import annotations
@@ -15,9 +24,10 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from mcp.client.auth.oauth2 import OAuthContext
 from mcp.shared.auth import (
@@ -28,42 +38,128 @@ from mcp.shared.auth import (
 )
 from pydantic import BaseModel, ValidationError
 
+from contextcore.errors import ConfigError
+from contextcore.store import StoreError
+
 from .errors import TokenFileError
 
-__all__ = ["ServerTokens", "TokenFile"]
+if TYPE_CHECKING:
+    from server.settings import AppConfig
+
+__all__ = ["ServerTokens", "TokenFile", "TokenRows", "TokenStore", "open_tokens"]
 
 log = logging.getLogger(__name__)
 
 _VERSION = 1
 M = TypeVar("M", bound=BaseModel)
+_SHARED_BACKENDS = ("postgres", "redis")  # where tokens go to the store unless told otherwise
 
 
-class TokenFile:
-    """The token file at ``path``, or tokens kept in memory only when ``path`` is None."""
+class TokenRows(Protocol):
+    """One JSON object per server name, somewhere; each write replaces one entry whole."""
 
-    def __init__(self, path: Path | None) -> None:
-        self.path = path
-        self._memory: dict[str, Any] = {}
+    def read(self, server: str) -> dict[str, Any] | None:
+        """The entry of ``server``, or None."""
+        ...
+
+    def write(self, server: str, row: dict[str, Any]) -> None:
+        """Replace the entry of ``server`` by ``row``."""
+        ...
+
+    def delete(self, server: str) -> bool:
+        """Drop the entry of ``server``; whether there was one."""
+        ...
+
+    def read_all(self) -> dict[str, dict[str, Any]]:
+        """Every entry by server name."""
+        ...
+
+
+class TokenStore:
+    """The token entries of every server, bound to each server's URL, over ``rows``."""
+
+    def __init__(self, rows: TokenRows) -> None:
+        self.rows = rows
 
     def entry(self, server: str, url: str) -> dict[str, Any]:
         """What is stored for ``server`` at ``url`` (empty when nothing, or another URL)."""
-        row = self._read().get(server)
+        with _failures():
+            row = self.rows.read(server)
         if not isinstance(row, dict) or row.get("url") != url:
             return {}
         return row
 
     def update(self, server: str, url: str, **fields: Any) -> None:
-        """Merge ``fields`` into the entry of ``server`` (a new entry when its URL changed)."""
-        data = self._read()
-        row = data.get(server)
-        if not isinstance(row, dict) or row.get("url") != url:
-            row = {"url": url}
-        row.update(fields)
-        data[server] = row
-        self._write(data)
+        """Merge ``fields`` into the entry of ``server`` (a new entry when its URL changed).
+
+        Between replicas the last write wins: the entry is read, merged and written whole."""
+        with _failures():
+            row = self.rows.read(server)
+            if not isinstance(row, dict) or row.get("url") != url:
+                row = {"url": url}
+            row.update(fields)
+            self.rows.write(server, row)
 
     def forget(self, server: str) -> bool:
         """Drop everything stored for ``server``; whether there was anything."""
+        with _failures():
+            return self.rows.delete(server)
+
+    def servers(self) -> dict[str, dict[str, Any]]:
+        """Every stored entry by server name."""
+        with _failures():
+            return self.rows.read_all()
+
+
+@contextmanager
+def _failures() -> Iterator[None]:
+    """A store that cannot be used, as the gateway's error (the message names no secret)."""
+    try:
+        yield
+    except StoreError as exc:
+        raise TokenFileError(f"OAuth tokens cannot be kept: {exc}") from None
+
+
+def open_tokens(config: AppConfig) -> TokenStore:
+    """The token storage ``[gateway] token_store`` chooses: ``"file"`` (the 0600
+    ``token_file``) or ``"store"`` (the shared ``[persistence]`` store); unset, the store when
+    it is PostgreSQL or Redis, else the file."""
+    backend = config.persistence.backend
+    kind = config.gateway.token_store or ("store" if backend in _SHARED_BACKENDS else "file")
+    if kind == "file":
+        return TokenStore(TokenFile(config.resolve(config.gateway.token_file)))
+    if backend == "memory":
+        raise ConfigError(
+            'gateway.token_store = "store" needs a [persistence] backend that keeps data '
+            '("sqlite", "postgres" or "redis"); the memory store keeps nothing, so use '
+            '"file"',
+            field="gateway.token_store",
+        )
+    from server.stores._tokens import shared_token_rows
+
+    return TokenStore(shared_token_rows(config))
+
+
+class TokenFile:
+    """Token entries in the file at ``path`` (mode 0600), or in memory when ``path`` is None."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._memory: dict[str, Any] = {}
+
+    def read(self, server: str) -> dict[str, Any] | None:
+        """The entry of ``server``, or None."""
+        row = self._read().get(server)
+        return row if isinstance(row, dict) else None
+
+    def write(self, server: str, row: dict[str, Any]) -> None:
+        """Replace the entry of ``server`` (the whole file is rewritten atomically)."""
+        data = self._read()
+        data[server] = row
+        self._write(data)
+
+    def delete(self, server: str) -> bool:
+        """Drop the entry of ``server``; whether there was one."""
         data = self._read()
         if server not in data:
             return False
@@ -71,8 +167,8 @@ class TokenFile:
         self._write(data)
         return True
 
-    def servers(self) -> dict[str, dict[str, Any]]:
-        """Every stored entry by server name."""
+    def read_all(self) -> dict[str, dict[str, Any]]:
+        """Every entry by server name."""
         return {k: v for k, v in self._read().items() if isinstance(v, dict)}
 
     def _read(self) -> dict[str, Any]:
@@ -118,7 +214,7 @@ class TokenFile:
 
 
 class ServerTokens:
-    """One server's slice of the token file, as the SDK's ``TokenStorage``.
+    """One server's entry of the token storage, as the SDK's ``TokenStorage``.
 
     Bound to the provider's :class:`OAuthContext` (:meth:`bind`), it also keeps what the SDK
     holds only in memory: the token's absolute expiry and the discovered metadata, restored
@@ -128,7 +224,7 @@ class ServerTokens:
 
     def __init__(
         self,
-        store: TokenFile,
+        store: TokenStore,
         server: str,
         url: str,
         fixed_client: OAuthClientInformationFull | None = None,

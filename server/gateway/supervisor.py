@@ -25,7 +25,7 @@ from .errors import GatewayError
 from .models import GatewaySettings
 from .oauth import build_auth, paused
 from .oauth_loopback import BrowserPolicy
-from .oauth_store import TokenFile
+from .oauth_store import TokenFile, TokenStore
 from .secrets import Redactor, expand_server
 from .server_state import ServerState
 from .servers_file import DEPTH_ENV, broker_depth
@@ -58,7 +58,7 @@ class Supervisor:
         self.redactor = redactor
         self.environ = environ
         self.on_tools = on_tools
-        self.tokens = TokenFile(settings.token_file)
+        self.tokens = settings.tokens or TokenStore(TokenFile(None))
         self._browser = BrowserPolicy()
 
     def _set(self, **changes: Any) -> None:
