@@ -230,9 +230,10 @@ class Connection:
                 first = types.InputRequiredResult.model_validate(result, by_name=False)
                 done = await self._finished(first, self._sender(name, arguments, timeout))
             return done.model_dump(by_alias=True, mode="json", exclude_none=True)
-        result = await self._link.request_json(
-            "tools/call", _call_params(name, arguments), timeout=timeout
-        )
+        with self._relay.call():
+            result = await self._link.request_json(
+                "tools/call", _call_params(name, arguments), timeout=timeout
+            )
         checked = _checked_call_result(result)
         if isinstance(checked, MCPError):
             raise checked
