@@ -21,7 +21,10 @@ import anyio
 import httpx2
 import mcp_types as types
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
-from mcp.client._input_required import run_input_required_driver
+from mcp.client._input_required import (
+    InputRequiredRoundsExceededError,
+    run_input_required_driver,
+)
 from mcp.client.session import ClientRequestContext, IncomingMessage
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
@@ -185,7 +188,10 @@ class Connection:
         """The call's result, once every ``InputRequiredResult`` was answered by the host."""
         if isinstance(outcome, types.CallToolResult):
             return outcome
-        return await run_input_required_driver(outcome, dispatch=self._answer, retry=send)
+        try:
+            return await run_input_required_driver(outcome, dispatch=self._answer, retry=send)
+        except InputRequiredRoundsExceededError as exc:  # the call failed, not the connection
+            raise MCPError(types.INTERNAL_ERROR, str(exc)) from None
 
     async def _answer(
         self, key: str, request: types.InputRequest
