@@ -112,6 +112,20 @@ class ResourceProxy:
             )
         return target
 
+    async def resource_server(self, uri: str) -> str | None:
+        """The server an exposed resource URI belongs to, or None if none lists it."""
+        try:
+            return (await self._resource_target(uri))[0]
+        except UnknownToolError:
+            return None
+
+    async def prompt_server(self, name: str) -> str | None:
+        """The server a prompt is exposed for under ``name``, or None."""
+        if name not in self._prompts:
+            await self.list_prompts()
+        target = self._prompts.get(name)
+        return target[0] if target is not None else None
+
     async def read_resource(self, uri: str) -> types.ReadResourceResult:
         """Read an exposed resource URI from its server; content URIs come back exposed."""
         server_name, original = await self._resource_target(uri)

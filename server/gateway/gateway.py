@@ -297,15 +297,23 @@ class Gateway:
     # -- resources and prompts --------------------------------------------------------------
 
     async def list_resources(self) -> list[types.Resource]:
-        """Resources of every connected server, URIs wrapped as ``downstream://<server>/...``."""
+        """Resources of every connected server under their exposed URIs (see ``naming``)."""
         return await self._proxy.list_resources()
 
     async def read_resource(self, uri: str) -> types.ReadResourceResult:
-        """Read a wrapped downstream resource URI."""
+        """Read a downstream resource by its exposed URI."""
         return await self._proxy.read_resource(uri)
 
+    async def resource_server(self, uri: str) -> str | None:
+        """The server whose resource is exposed as ``uri`` (listing them if need be), or None."""
+        return await self._proxy.resource_server(uri)
+
+    async def prompt_server(self, name: str) -> str | None:
+        """The server whose prompt is exposed as ``name`` (listing them if need be), or None."""
+        return await self._proxy.prompt_server(name)
+
     async def list_prompts(self) -> list[types.Prompt]:
-        """Prompts of every connected server, named ``<server>__<prompt>``."""
+        """Prompts of every connected server, named ``<prefix><prompt>``."""
         return await self._proxy.list_prompts()
 
     async def get_prompt(

@@ -175,7 +175,7 @@ def _resource_handlers(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         extra = await surface.gateway.list_resources() if surface is not None else []
-        extra = [r for r in extra if _resource_shown(str(r.uri), profile)]
+        extra = [r for r in extra if await _resource_shown(str(r.uri), profile, surface)]
         return types.ListResourcesResult(resources=[*reader.list(), *extra])
 
     async def on_list_templates(
@@ -191,7 +191,7 @@ def _resource_handlers(
         # whatever is not the broker's own goes to the gateway.
         own = uri.startswith("context://") or uri == APP_URI
         if _with_servers(surface) and not own:
-            if not _resource_shown(uri, profile):
+            if not await _resource_shown(uri, profile, surface):
                 raise MCPError(types.INVALID_PARAMS, _outside(f"resource {uri[:200]!r}", profile))
             return await _downstream_call(surface.gateway.read_resource(uri))
         return await reader.read(uri)
@@ -209,18 +209,22 @@ def _with_servers(surface: GatewaySurface | None) -> TypeGuard[GatewaySurface]:
     return surface is not None and surface.gateway.has_servers()
 
 
-def _resource_shown(uri: str, profile: Profile | None) -> bool:
-    """Whether a ``downstream://<server>/...`` resource is in ``profile``."""
-    if profile is None or not uri.startswith("downstream://"):
+async def _resource_shown(
+    uri: str, profile: Profile | None, surface: GatewaySurface | None
+) -> bool:
+    """Whether a downstream resource (by its exposed URI) is in ``profile``: its server's."""
+    if profile is None or profile.servers is None or surface is None:
         return True
-    return profile.allows_server(uri[len("downstream://") :].partition("/")[0])
+    server = await surface.gateway.resource_server(uri)
+    return server is not None and profile.allows_server(server)
 
 
-def _prompt_shown(name: str, profile: Profile | None) -> bool:
-    """Whether a downstream prompt (``<server>__<prompt>``) is in ``profile``."""
+async def _prompt_shown(name: str, profile: Profile | None, surface: GatewaySurface) -> bool:
+    """Whether a downstream prompt (by its exposed name) is in ``profile``: its server's."""
     if profile is None or profile.servers is None:
         return True
-    return any(name.startswith(f"{server}__") for server in profile.servers)
+    server = await surface.gateway.prompt_server(name)
+    return server is not None and profile.allows_server(server)
 
 
 def _outside(what: str, profile: Profile | None) -> str:
@@ -260,7 +264,7 @@ def _prompt_handlers(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
         extra = await surface.gateway.list_prompts() if surface is not None else []
-        extra = [p for p in extra if _prompt_shown(p.name, profile)]
+        extra = [p for p in extra if surface and await _prompt_shown(p.name, profile, surface)]
         return types.ListPromptsResult(prompts=[CONTEXT_PROMPT, *extra])
 
     async def on_get_prompt(
@@ -273,7 +277,7 @@ def _prompt_handlers(
                 types.INVALID_PARAMS,
                 f"unknown prompt {params.name[:100]!r}; this server has: {CONTEXT_PROMPT.name}",
             )
-        if not _prompt_shown(params.name, profile):
+        if not await _prompt_shown(params.name, profile, surface):
             raise MCPError(types.INVALID_PARAMS, _outside(f"prompt {params.name[:100]!r}", profile))
         return await _downstream_call(surface.gateway.get_prompt(params.name, params.arguments))
 

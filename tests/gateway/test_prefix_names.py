@@ -276,3 +276,31 @@ async def test_plain_wire_calls_by_own_and_bare_names_take_the_stdio_short_path(
             await host.call(request_id, name, {"text": "w"})
             answer = await host.answer(request_id)
             assert answer["result"]["content"][0]["text"] == want, answer
+
+
+async def test_a_profile_shows_the_resources_and_prompts_of_its_servers_whatever_their_names(
+    tmp_path: Path,
+) -> None:
+    config = broker_config(
+        tmp_path,
+        server_table("plain", prefix=""),
+        server_table("zed"),
+        '\n[profiles.mine]\nservers = ["plain"]\n',
+    )
+    params = StdioServerParameters(
+        command=BROKER,
+        args=["serve", "--config", str(config), "--profile", "mine"],
+        env=server_env(),
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        await tool_names(session, "echo")
+        uris = {str(r.uri) for r in (await session.list_resources()).resources}
+        assert {"memo://notes", "ui://plain/view.html"} <= uris
+        assert not any("zed" in uri for uri in uris), uris
+        with pytest.raises(MCPError, match="profile 'mine'"):
+            await session.read_resource("ui://zed/view.html")
+        prompts = {p.name for p in (await session.list_prompts()).prompts}
+        assert "greet" in prompts and "zed__greet" not in prompts
+        with pytest.raises(MCPError, match="profile 'mine'"):
+            await session.get_prompt("zed__greet")
