@@ -7,7 +7,7 @@ hash), the search ranking defaults, and the downstream servers (:meth:`Gateway.r
 new ones started, removed ones stopped with their tools, changed ones connected again, tool
 settings applied in place). A config that does not load keeps the running one and logs why at
 ERROR. Settings that only take effect at startup (transport, ``[server]``, ``[persistence]``,
-the embedding model, history, gateway policy, models) are logged as needing a restart; a
+the embedding model, history, gateway policy, models, profiles) are logged as needing a restart; a
 broker that started with no downstream server gets its first one from a reload like any
 other. Sessions are untouched in the store: they and their turns refer to items by name.
 """
@@ -41,7 +41,15 @@ __all__ = ["ConfigReloader", "ReloadReport", "serve_with_reload"]
 log = logging.getLogger(__name__)
 
 # Sections read once at startup; a change there is reported, not applied.
-_STARTUP_SECTIONS = ("agent", "persistence", "server", "history", "gateway", "models")
+_STARTUP_SECTIONS = (
+    "agent",
+    "persistence",
+    "server",
+    "history",
+    "gateway",
+    "models",
+    "profiles",
+)
 _LIVE_SEARCH_KEYS = frozenset(
     {
         "top_k",
