@@ -295,3 +295,11 @@ async def test_usage_stats_show_the_sessions_of_one_profile(tmp_path: Path) -> N
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["sessions"] == 1
     assert json.loads(everything.stdout)["sessions"] == 2
+
+
+def test_an_unset_token_variable_or_profile_over_http_stops_serve(tmp_path: Path) -> None:
+    config = _config(tmp_path, WITH_TOKEN)
+    unset = _serve("--transport", "http", "--port", "0", config=config)
+    over_http = _serve("--transport", "http", "--port", "0", "--profile", "ops", config=config)
+    assert unset.returncode == 1 and "profiles.ops.token_env names 'OPS_TOKEN'" in unset.stderr
+    assert over_http.returncode == 1 and "/mcp/NAME" in over_http.stderr
