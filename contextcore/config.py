@@ -176,8 +176,9 @@ class LimitsConfig(ConfigModel):
 class ProfileConfig(ConfigModel):
     """One ``[profiles.NAME]`` table: what a host that selects it sees. A list left out
     means all of that kind; ``tools`` narrows the servers' tools further (``server/tool`` or
-    the exposed ``server__tool``). ``token_env`` names the environment variables holding
-    bearer tokens that select the profile over HTTP (and authenticate)."""
+    ``server__tool``, the tool as the downstream names it). ``token_env`` names the
+    environment variables holding bearer tokens that select the profile over HTTP (and
+    authenticate)."""
 
     servers: tuple[str, ...] | None = None
     tools: tuple[str, ...] | None = None

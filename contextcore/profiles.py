@@ -22,8 +22,8 @@ __all__ = ["Profile", "Profiles", "build_profiles", "unknown_items", "unknown_se
 @dataclass(frozen=True)
 class Profile:
     """What one profile lets a host see; ``None`` in a field means everything of that kind.
-    ``tools`` holds ``server/tool`` (the downstream's own name) or ``server__tool`` (the
-    name the tool is exposed by)."""
+    ``tools`` holds ``server/tool`` or ``server__tool``, the tool as the downstream names it
+    (a host's exposed name of it matches too, where the caller knows it)."""
 
     name: str
     servers: frozenset[str] | None = None
