@@ -171,6 +171,13 @@ async def test_default_prefix_is_unchanged_and_a_bare_name_reaches_the_one_serve
         assert only_text(wrapped) == "notes of two"
         prompts = {p.name for p in (await session.list_prompts()).prompts}
         assert {"one__greet", "t_greet"} <= prompts
+        created = await session.call_tool("create_session", {"agent": "test"})
+        sid = (created.structured_content or {})["session_id"]
+        built = await session.call_tool(
+            "build_request_context", {"session_id": sid, "message": "echo the board"}
+        )
+        text = (built.structured_content or {})["text"]
+        assert "`t_echo`" in text and "`one__echo`" in text  # the names to call them by
 
 
 async def test_a_name_two_servers_would_expose_goes_to_the_first_and_list_servers_says_so(
