@@ -221,14 +221,13 @@ class _ReloadWhenStale:
 
 
 async def _adopt_stored(context: OAuthContext, name: str) -> None:
-    """Before a person is asked to sign in: when the storage holds a valid token other than
-    the one the server refused (another replica signed in meanwhile), take it and end this
-    attempt, so the connection is retried with it instead of opening a second browser."""
-    held = context.current_tokens
-    stored = await context.storage.get_tokens()
-    if stored is None or (held is not None and stored.access_token == held.access_token):
+    """Before a person is asked to sign in: when the storage holds a valid token this provider
+    neither read nor wrote (another replica signed in meanwhile), take it and end this attempt,
+    so the connection is retried with it instead of opening a second browser."""
+    storage = context.storage
+    if not isinstance(storage, ServerTokens) or not storage.stored_by_another():
         return
-    context.current_tokens = stored
+    context.current_tokens = await storage.get_tokens()
     if context.is_token_valid():
         raise OAuthFlowError(
             f"server {name!r} was signed in meanwhile by another broker sharing the token "

@@ -236,6 +236,7 @@ class ServerTokens:
         self.fixed_client = fixed_client
         self.on_secret = on_secret
         self._context: OAuthContext | None = None
+        self._seen: str | None = None  # the access token this provider last read or wrote
 
     def bind(self, context: OAuthContext) -> None:
         """Restore into and capture from ``context`` (the provider's)."""
@@ -245,12 +246,14 @@ class ServerTokens:
         row = self.store.entry(self.server, self.url)
         tokens = _load(OAuthToken, row.get("tokens"))
         if tokens is not None:
+            self._seen = tokens.access_token
             self._reveal(tokens)
             if self._context is not None:
                 self._restore(self._context, row)
         return tokens
 
     async def set_tokens(self, tokens: OAuthToken) -> None:
+        self._seen = tokens.access_token
         self._reveal(tokens)
         fields: dict[str, Any] = {"tokens": tokens.model_dump(mode="json", exclude_none=True)}
         context = self._context
@@ -264,6 +267,13 @@ class ServerTokens:
                 fields[key] = None if model is None else model.model_dump(mode="json")
         fields["saved_at"] = time.time()
         self.store.update(self.server, self.url, **fields)
+
+    def stored_by_another(self) -> bool:
+        """Whether the storage holds a token this provider neither read nor wrote (another
+        broker sharing the store signed in or refreshed since)."""
+        raw = self.store.entry(self.server, self.url).get("tokens")
+        tokens = _load(OAuthToken, raw)
+        return tokens is not None and tokens.access_token != self._seen
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
         if self.fixed_client is not None:
