@@ -286,7 +286,7 @@ class RedisSessionStore(JsonParts):
         with self._guard():
             seq = self._r.hget(k.turnidx, request_id)
             data = None if seq is None else self._r.lindex(k.turns, int(seq))
-        return self._turn(session_id, None if seq is None else int(seq), data)
+        return self._turn(session_id, None if seq is None else int(seq), _raw(data))
 
     def _turn(self, session_id: str, seq: int | None, data: bytes | None) -> RequestContext | None:
         if seq is None or not data:  # none, or removed as damaged
@@ -299,8 +299,10 @@ class RedisSessionStore(JsonParts):
         k = _Keys(session_id)
 
         def attempt(pipe: redis.client.Pipeline) -> RequestContext | None:
-            seq = pipe.hget(k.turnidx, request_id)
-            data = None if seq is None else pipe.lindex(k.turns, int(seq))
+            seq = _raw(pipe.hget(k.turnidx, request_id))
+            if seq is None:
+                return None
+            data = pipe.lindex(k.turns, int(seq))
             if data is None:
                 return None
             turn = RequestContext.from_dict(json.loads(data)).with_items(tuple(items))
@@ -309,10 +311,13 @@ class RedisSessionStore(JsonParts):
             return turn
 
         with self._guard():
-            found: RequestContext | None = self._r.transaction(
-                attempt, k.turns, k.turnidx, value_from_callable=True
+            found = self._r.transaction(
+                attempt,  # type: ignore[arg-type]  # redis types the callable as returning None
+                k.turns,
+                k.turnidx,
+                value_from_callable=True,
             )
-        return found
+        return found if isinstance(found, RequestContext) else None
 
     def turns(
         self, session_id: str, offset: int = 0, limit: int | None = None
@@ -626,3 +631,8 @@ def _message_json(m: MessageRecord) -> str:
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _raw(value: object) -> bytes | None:
+    """A reply of this store's client (raw bytes: it never decodes responses) as bytes."""
+    return value if isinstance(value, bytes) else None

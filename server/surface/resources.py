@@ -152,7 +152,9 @@ class ResourceReader:
                 return self._item(uri, ItemRef(kind[:-1], name))  # type: ignore[arg-type]
         raise _not_found(uri, "use context://catalog or one of the resource templates")
 
-    def _read_session(self, uri: str, session_id: str, rest: list[str]) -> types.ReadResourceResult:
+    def _read_session(
+        self, uri: str, session_id: str, rest: Sequence[str]
+    ) -> types.ReadResourceResult:
         match rest:
             case []:
                 session = self.broker.full_session(session_id)
