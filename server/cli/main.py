@@ -28,7 +28,8 @@ from server.settings import AppConfig, load_config
 from ..gateway import GatewayError
 from ..terminal import EscapingFormatter, escape_lines
 from ..version import broker_version
-from . import auth as auth_cli
+from .auth import add_parser as add_auth_parser
+from .auth import cmd_auth
 from .install import CLIENTS, InstallError, install
 from .learning import add_parsers as add_learning_parsers
 from .learning import cmd_forget, cmd_learn, learn_from_log
@@ -76,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     _stats_parser(sub, common)
     _tools_parser(sub)
     add_learning_parsers(sub, common, _add_config)
-    auth_cli.add_parser(sub, common, _add_config)
+    add_auth_parser(sub, common, _add_config)
     _install_parser(sub)
     setup = sub.add_parser(
         "setup-model", help="prepare the embedding model without a model hub", parents=[common]
@@ -436,7 +437,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "learn": cmd_learn,
         "forget": cmd_forget,
         "install": _cmd_install,
-        "auth": auth_cli.cmd_auth,
+        "auth": cmd_auth,
     }
     try:
         return commands[args.command](args)
