@@ -191,7 +191,8 @@ class Connection:
         try:
             return await run_input_required_driver(outcome, dispatch=self._answer, retry=send)
         except InputRequiredRoundsExceededError as exc:  # the call failed, not the connection
-            raise MCPError(types.INTERNAL_ERROR, str(exc)) from None
+            detail = f"asked for input {exc.max_rounds} times without giving a result"
+            raise MCPError(types.INTERNAL_ERROR, detail) from None
 
     async def _answer(
         self, key: str, request: types.InputRequest

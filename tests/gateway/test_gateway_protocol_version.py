@@ -11,9 +11,9 @@ from pathlib import Path
 
 import anyio
 import pytest
-from gateway_env import fixture_server, free_port, running
+from gateway_env import fixture_server, free_port, running, status_of
 
-from server.gateway import Gateway
+from server.gateway import Gateway, GatewayError
 from server.settings import DownstreamConfig
 
 ASKS = Path(__file__).parent / "fixtures" / "asks_host.py"
@@ -61,6 +61,16 @@ async def test_an_http_server_speaks_2026_07_28_unless_a_version_is_set(
     async with running(servers) as gw:
         assert await _version(gw, "newest") == "2026-07-28"
         assert await _version(gw, "pinned") == "2025-06-18"
+
+
+async def test_a_server_that_keeps_asking_for_input_fails_the_call_not_the_connection(
+    asks_over_http: str,
+) -> None:
+    async with running({"asks": await _http(asks_over_http)}) as gw:
+        with pytest.raises(GatewayError, match="asked for input 10 times without giving a result"):
+            await gw.call_tool("asks", "keep_asking", {})
+        assert await _version(gw, "asks") == "2026-07-28"
+        assert status_of(gw, "asks").reconnects == 0
 
 
 async def test_a_stdio_server_speaks_the_newest_handshake_unless_a_version_is_set() -> None:
