@@ -7,16 +7,22 @@ Measured in one run, each with an SDK client over stdio unless noted:
 - broker stdio:      client → ``context-broker serve`` → mcp-server-time, the tool listed
                      directly as ``time__get_current_time``
 - broker call_tool:  the same broker, the call made through its ``call_tool`` tool
+- broker, SDK path:  the same with ``CONTEXT_BROKER_FAST_PATH=0`` (every request through the
+                     MCP SDK's server and client sessions)
 - fastmcp proxy:     client → ``fastmcp.server.create_proxy`` (run from .venv-bench/) → time
 - line relay:        client → a Python process that only copies lines both ways → time
                      (the floor for any proxy written in Python)
 
 All paths stay connected for the whole run and take turns in blocks of 25 calls, so a noisy
 neighbour slows them alike; the ratio column is p50 over direct's p50, and "per-block" is the
-median of the per-block ratios. Then the startup time of the broker with the five reference
-servers until ``tools/list`` answers.
+median of the per-block ratios. "cpu/call" is the CPU time (user + system, ms) the process
+each path talks to used per call: the proxy's own cost (for "direct", the server's). Then
+the startup time of the broker with the five reference servers until ``tools/list`` answers.
 
     .venv/bin/python benchmarks/gateway_proxy.py [--quick] [--calls N]
+
+On a shared machine, ``chrt -f 10`` in front (root) keeps neighbours from scheduling between
+the processes of a call, which otherwise dominates the spread of the figures.
 
 Needs scripts/setup-downstream.sh; the FastMCP row needs ``.venv-bench`` with ``fastmcp``
 (``python3 -m venv .venv-bench && .venv-bench/bin/pip install fastmcp``) and is skipped otherwise.
@@ -57,6 +63,36 @@ import sys
 from fastmcp.server import create_proxy
 create_proxy({"mcpServers": {"time": {"command": sys.argv[1]}}}).run(show_banner=False)
 """
+
+
+def _children() -> set[int]:
+    """This process's child processes (Linux /proc)."""
+    out = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == os.getpid():
+                out.add(int(entry.name))
+    return out
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _spawned(pids: dict[str, int], name: str, made: Awaitable[Call]) -> Call:
+    """``made``, noting the one process it started under ``name`` (for its CPU time)."""
+    before = _children()
+    call = await made
+    new = _children() - before
+    if len(new) == 1:
+        pids[name] = new.pop()
+    return call
 
 
 def _pct(samples: list[float], q: float) -> float:
@@ -212,23 +248,39 @@ async def main(calls: int, warmup: int, with_startup: bool) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         cfg = _broker_config(Path(tmp), f'[servers.time]\ncommand = "{TIME}"\n')
         async with AsyncExitStack() as stack:
+            pids: dict[str, int] = {}
+            fast_off = {"CONTEXT_BROKER_FAST_PATH": "0"}
+            relay = [__file__, "--relay", TIME]
             paths = {
-                "direct": await _stdio_call(stack, TIME, []),
+                "direct": await _spawned(pids, "direct", _stdio_call(stack, TIME, [])),
                 "gateway in-proc": await _gateway_call(stack),
-                "broker stdio": await _stdio_call(stack, BROKER, [*SERVE, cfg]),
-                "broker call_tool": await _stdio_call(
-                    stack, BROKER, [*SERVE, cfg], via_call_tool=True
+                "broker stdio": await _spawned(
+                    pids, "broker stdio", _stdio_call(stack, BROKER, [*SERVE, cfg])
                 ),
-                "broker, SDK path": await _stdio_call(
-                    stack, BROKER, [*SERVE, cfg], env={"CONTEXT_BROKER_FAST_PATH": "0"}
+                "broker call_tool": await _spawned(
+                    pids,
+                    "broker call_tool",
+                    _stdio_call(stack, BROKER, [*SERVE, cfg], via_call_tool=True),
                 ),
-                "line relay": await _stdio_call(stack, sys.executable, [__file__, "--relay", TIME]),
+                "broker, SDK path": await _spawned(
+                    pids,
+                    "broker, SDK path",
+                    _stdio_call(stack, BROKER, [*SERVE, cfg], env=fast_off),
+                ),
+                "line relay": await _spawned(
+                    pids, "line relay", _stdio_call(stack, sys.executable, relay)
+                ),
             }
             if BENCH_PY.exists():
-                paths["fastmcp proxy"] = await _stdio_call(
-                    stack, str(BENCH_PY), ["-c", FASTMCP_SCRIPT, TIME]
+                paths["fastmcp proxy"] = await _spawned(
+                    pids,
+                    "fastmcp proxy",
+                    _stdio_call(stack, str(BENCH_PY), ["-c", FASTMCP_SCRIPT, TIME]),
                 )
+            cpu_before = {name: _cpu_seconds(pid) for name, pid in pids.items()}
             blocks = await _interleaved(paths, calls, warmup)
+            done = warmup + max(1, calls // BLOCK) * BLOCK
+            cpu = {n: (_cpu_seconds(p) - cpu_before[n]) / done * 1000 for n, p in pids.items()}
     notes = {
         "gateway in-proc": "no front hop",
         "broker stdio": "context-broker serve, exposed tool",
@@ -238,11 +290,12 @@ async def main(calls: int, warmup: int, with_startup: bool) -> None:
         "fastmcp proxy": "" if BENCH_PY.exists() else "no .venv-bench with fastmcp",
     }
     print(f"tools/call get_current_time, {calls} calls per path after {warmup} warm-up (ms)")
-    print(f"{'path':<16} {'p50':>8}  {'p95':>8}  {'mean':>8}  {'ratio':>6}  per-block")
+    print(f"{'path':<16} {'p50':>8}  {'p95':>8}  {'mean':>8}  {'ratio':>6}  per-block  cpu/call")
     order = ("direct", "gateway in-proc", "broker stdio", "broker call_tool", "broker, SDK path")
     order = (*order, "line relay")
     for name in (*order, "fastmcp proxy"):
-        print(_row(name, blocks.get(name), blocks["direct"], notes.get(name, "")))
+        used = f"{cpu[name]:8.3f}" if name in cpu and name in blocks else " " * 8
+        print(_row(name, blocks.get(name), blocks["direct"], f"{used}  {notes.get(name, '')}"))
     if with_startup:
         with tempfile.TemporaryDirectory() as tmp:
             elapsed, count = await _startup(Path(tmp))
