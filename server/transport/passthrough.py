@@ -7,8 +7,10 @@ sees it: it is forwarded to the gateway, and the downstream's result object is w
 under the host's request id. This skips the server's message parsing, request dispatch,
 result validation and serialization, which cost more than the downstream call itself for a
 fast tool. Everything else, including calls that carry any ``_meta`` (the 2026-07-28 request
-envelope among them) and every message before the host's ``notifications/initialized``, goes
-through the SDK unchanged.
+envelope among them), every message before the host's ``notifications/initialized``, and every
+call of a host whose ``initialize`` declared elicitation, sampling or roots (a downstream may
+ask those of it during the call, through the full path's relay), goes through the SDK
+unchanged.
 
 Lines the short path cannot read safely (nesting deeper than the wire's limit, broken JSON, a
 lone surrogate escape) are left to the SDK path, which answers them (see ``.stdio``).
@@ -54,6 +56,7 @@ class DirectCalls:
         # Per call in flight, how to give it up when the host cancels it.
         self._inflight: dict[RequestKey, Callable[[], None]] = {}
         self._tg: anyio.abc.TaskGroup | None = None
+        self._host_answers = False  # the host declared elicitation, sampling or roots
         self._write: WriteFn | None = None
 
     def start(self, tg: anyio.abc.TaskGroup, write: WriteFn) -> None:
@@ -71,8 +74,13 @@ class DirectCalls:
             return self._ready and not escaped and self._take_call(line)
         if b"notifications/cancelled" in line:
             return self._take_cancel(line)
+        if not self._ready and b'"initialize"' in line:
+            self._host_answers = _host_answers(line) or self._host_answers
         if not self._ready and b"notifications/initialized" in line:
-            self._ready = _method(line) == "notifications/initialized"
+            # A host that can answer a downstream's questions (elicitation, sampling, roots)
+            # gets every call through the full path, where the relay can reach it.
+            initialized = _method(line) == "notifications/initialized"
+            self._ready = initialized and not self._host_answers
         return False
 
     def _take_call(self, line: bytes) -> bool:
@@ -166,6 +174,20 @@ def _answer(request_id: int | str, name: str, result: dict[str, Any]) -> bytes:
 
 def _not_sent() -> None:
     """Giving up a call whose forwarding has not started: nothing to do."""
+
+
+_ASKABLE = ("elicitation", "sampling", "roots")
+
+
+def _host_answers(line: bytes) -> bool:
+    """Whether ``line`` is an ``initialize`` request whose client capabilities include one
+    a downstream may ask of the host during a call."""
+    message = read_object(line)
+    if message is None or message.get("method") != "initialize":
+        return False
+    params = message.get("params")
+    capabilities = params.get("capabilities") if isinstance(params, dict) else None
+    return isinstance(capabilities, dict) and any(k in capabilities for k in _ASKABLE)
 
 
 def _method(line: bytes) -> object:

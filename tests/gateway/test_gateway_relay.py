@@ -128,6 +128,11 @@ async def test_a_stdio_host_answers_what_a_downstream_tool_asks_during_its_call(
         assert await _text(session, "asks__ask_name") == "accept: Ada"
         assert await _text(session, "asks__ask_model", prompt="hi") == "host-model: completed hi"
         assert await _text(session, "asks__ask_roots") == "file:///work/project"
+        # A plain call (no _meta) of a host that can be asked goes where the relay reaches it.
+        with anyio.fail_after(30):
+            plain = await session.call_tool("asks__ask_name", {})
+    block = plain.content[0]
+    assert isinstance(block, types.TextContent) and block.text == "accept: Ada", plain
 
 
 async def test_a_host_without_the_capabilities_gives_the_downstream_a_clean_error(

@@ -100,6 +100,25 @@ async def test_calls_are_taken_only_after_the_host_is_initialized(wired: Any) ->
     assert fake.calls == [("srv__echo", {"x": 1})]
 
 
+async def test_a_host_that_can_be_asked_gets_every_call_through_the_full_path(
+    wired: Any,
+) -> None:
+    direct, fake, written = wired
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}}},
+    }
+    async with anyio.create_task_group() as tg:
+        direct.start(tg, lambda data: written.append(json.loads(data)))
+        assert not direct.take(json.dumps(initialize).encode())
+        assert not direct.take(INITIALIZED)
+        assert not direct.take(call(1, "srv__echo"))  # the relay can ask this host
+        await settle()
+    assert written == [] and fake.calls == []
+
+
 async def test_calls_needing_the_full_path_are_left_to_the_sdk(wired: Any) -> None:
     direct, fake, written = wired
     async with anyio.create_task_group() as tg:
