@@ -27,6 +27,7 @@ Keys (prefix ``cb:``; a session's keys share the hash tag ``{session_id}``)::
     cb:s:{id}:calls / :usage         list of call JSON / list of usage event seqs
     cb:usage                         list of every usage event (index = seq; '' once deleted)
     cb:emb:<model>                   hash text hash -> float32 vector bytes
+    cb:oauth                         hash server name -> OAuth token entry (see _tokens.py)
 """
 
 from __future__ import annotations
