@@ -116,7 +116,7 @@ async def test_schemas_keep_every_keyword_and_arguments_are_checked_through_loca
         hits.append(1)
         await stream.aclose()
 
-    async with anyio.create_task_group() as tg:
+    async with listener, anyio.create_task_group() as tg:  # the listener closed at the end
         tg.start_soon(listener.serve, count)
         with anyio.fail_after(90):
             async with Client(params, mode="legacy") as client:
