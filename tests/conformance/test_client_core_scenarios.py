@@ -11,11 +11,17 @@ import sys
 import anyio
 import pytest
 
-from tests.conformance.test_client_scenarios import DRIVER, NODE_DIR, REQUIREMENTS, SUITE, _node_env
+from tests.conformance.test_client_scenarios import (
+    DRIVER,
+    NODE_DIR,
+    REQUIREMENTS,
+    SUITE,
+    _node_env,
+    run_all,
+)
 
 REVISIONS = ("2025-11-25", "2026-07-28")
 EXTRA = [("json-schema-2020-12-preservation", revision) for revision in REVISIONS]
-PARALLEL = 3  # scenarios at once: each runs a scenario server, the broker and its driver
 
 
 def _scored(revision: str) -> list[str]:
@@ -44,16 +50,5 @@ async def _run(scenario: str, revision: str) -> str | None:
 async def test_every_scored_client_scenario_besides_oauth_passes_through_the_broker() -> None:
     runs = [(s, revision) for revision in REVISIONS for s in _scored(revision)] + EXTRA
     assert len(runs) >= 12, runs
-    limiter = anyio.CapacityLimiter(PARALLEL)
-    failures: list[str] = []
-
-    async def one(scenario: str, revision: str) -> None:
-        async with limiter:
-            failure = await _run(scenario, revision)
-        if failure is not None:
-            failures.append(failure)
-
-    async with anyio.create_task_group() as tg:
-        for scenario, revision in runs:
-            tg.start_soon(one, scenario, revision)
+    failures = await run_all(runs, _run)
     assert not failures, "\n\n".join(failures)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
@@ -73,16 +74,26 @@ async def test_every_oauth_client_scenario_passes_through_the_broker() -> None:
     assert len(scored) >= 14 and len(later) >= 10, (scored, later)
     runs = [(s, "2025-11-25") for s in scored + EXTENSIONS] + [(s, "2026-07-28") for s in later]
     runs += [(s, "2025-03-26") for s in BACKCOMPAT]
+    failures = await run_all(runs, _run)
+    assert not failures, "\n\n".join(failures)
+
+
+Runner = Callable[[str, str], Awaitable[str | None]]
+
+
+async def run_all(runs: list[tuple[str, str]], run: Runner) -> list[str]:
+    """Each ``(scenario, revision)`` run by ``run``, :data:`PARALLEL` at a time; the reports
+    of those that failed."""
     limiter = anyio.CapacityLimiter(PARALLEL)
     failures: list[str] = []
 
     async def one(scenario: str, revision: str) -> None:
         async with limiter:
-            failure = await _run(scenario, revision)
+            failure = await run(scenario, revision)
         if failure is not None:
             failures.append(failure)
 
     async with anyio.create_task_group() as tg:
         for scenario, revision in runs:
             tg.start_soon(one, scenario, revision)
-    assert not failures, "\n\n".join(failures)
+    return failures

@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 import pytest
+from anyio.streams.text import TextReceiveStream
 
 from contextcore.catalog import Catalog
 from server.gateway import Gateway, GatewaySettings, ServerStatus
@@ -99,3 +100,24 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+@asynccontextmanager
+async def oauth_downstream_server(lifetime: float) -> AsyncIterator[str]:
+    """The local OAuth-protected MCP server of ``fixtures/oauth_downstream.py`` (its access
+    tokens live ``lifetime`` seconds), running until the block exits; yields its base URL."""
+    port = free_port()
+    command = [sys.executable, str(FIXTURES / "oauth_downstream.py"), str(port), str(lifetime)]
+    process = await anyio.open_process(command, stdout=None)
+    try:
+        assert process.stderr is not None
+        with anyio.fail_after(30):
+            async for chunk in TextReceiveStream(process.stderr):
+                if "Uvicorn running" in chunk:
+                    break
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        with anyio.fail_after(10):
+            await process.wait()
+        await process.aclose()

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,9 +17,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from anyio.abc import Process
-from anyio.streams.text import TextReceiveStream
-from gateway_env import FIXTURES, free_port
+from gateway_env import oauth_downstream_server
 
 from contextcore.errors import ConfigError
 from server.settings import parse_config
@@ -32,21 +29,8 @@ NO_BROWSER = "false"  # a BROWSER that opens nothing: only a refresh can sign in
 
 @pytest.fixture
 async def oauth_downstream() -> AsyncIterator[str]:
-    port = free_port()
-    command = [sys.executable, str(FIXTURES / "oauth_downstream.py"), str(port), str(LIFETIME)]
-    process: Process = await anyio.open_process(command, stdout=None)
-    try:
-        assert process.stderr is not None
-        with anyio.fail_after(30):
-            async for chunk in TextReceiveStream(process.stderr):
-                if "Uvicorn running" in chunk:
-                    break
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        with anyio.fail_after(10):
-            await process.wait()
-        await process.aclose()
+    async with oauth_downstream_server(LIFETIME) as base:
+        yield base
 
 
 def _grants(base: str) -> dict[str, Any]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -22,9 +21,7 @@ import httpx
 import psycopg
 import pytest
 import redis
-from anyio.abc import Process
-from anyio.streams.text import TextReceiveStream
-from gateway_env import FIXTURES, free_port
+from gateway_env import oauth_downstream_server
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
@@ -50,21 +47,8 @@ def redis_server() -> Iterator[RedisServer]:
 
 @pytest.fixture
 async def oauth_downstream() -> AsyncIterator[str]:
-    port = free_port()
-    command = [sys.executable, str(FIXTURES / "oauth_downstream.py"), str(port), str(LIFETIME)]
-    process: Process = await anyio.open_process(command, stdout=None)
-    try:
-        assert process.stderr is not None
-        with anyio.fail_after(30):
-            async for chunk in TextReceiveStream(process.stderr):
-                if "Uvicorn running" in chunk:
-                    break
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        with anyio.fail_after(10):
-            await process.wait()
-        await process.aclose()
+    async with oauth_downstream_server(LIFETIME) as base:
+        yield base
 
 
 class SharedStore:
