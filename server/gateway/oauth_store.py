@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -41,6 +39,7 @@ from pydantic import BaseModel, ValidationError
 from contextcore.errors import ConfigError
 from contextcore.store import StoreError
 
+from ._files import replace_private
 from .errors import TokenFileError
 
 if TYPE_CHECKING:
@@ -197,12 +196,7 @@ class TokenFile:
             return
         text = json.dumps({"version": _VERSION, "servers": servers}, indent=2, sort_keys=True)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            # mkstemp creates the file 0600, so the tokens are never readable by others.
-            fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text + "\n")
-            os.replace(tmp, self.path)
+            replace_private(self.path, text + "\n")  # 0600: never readable by others
         except OSError as exc:
             raise self._error("cannot write", exc) from exc
 

@@ -29,7 +29,6 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -38,6 +37,7 @@ from typing import Any, Literal
 
 import mcp_types as types
 
+from ._files import replace_private
 from .errors import PinFileError
 
 __all__ = ["LEGACY_FIELDS", "Pin", "PinSource", "PinStore", "definition_digest", "legacy_digest"]
@@ -286,10 +286,7 @@ class PinStore:
         assert self.path is not None
         text = json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
         try:
-            fd, tmp = tempfile.mkstemp(prefix=self.path.name, dir=self.path.parent)
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-            os.replace(tmp, self.path)
+            replace_private(self.path, text)
         except OSError as exc:
             raise self._error("cannot write", exc) from exc
 
