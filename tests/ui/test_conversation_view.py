@@ -6,27 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ui_env import TOKEN, call_tool, http_broker
-
-CONFIG = f"""
-[search]
-semantic = false
-
-[server.http]
-auth_token = "{TOKEN}"
-
-[[rules]]
-name = "sql-safety"
-description = "Database queries and SQL"
-text = "Always use parameterized SQL database queries."
-include = "agent"
-"""
+from ui_env import AGENT_ONLY_CONFIG, TOKEN, call_tool, http_broker
 
 
 def test_the_modal_shows_that_the_conversation_carried_an_item_and_from_which_turn(
     browser: Any, tmp_path: Path, artifacts: Path
 ) -> None:
-    (tmp_path / "broker.toml").write_text(CONFIG, encoding="utf-8")
+    (tmp_path / "broker.toml").write_text(AGENT_ONLY_CONFIG, encoding="utf-8")
     with http_broker(tmp_path / "broker.toml") as url:
         sid = call_tool(url, "create_session", {})["structuredContent"]["session_id"]
 
