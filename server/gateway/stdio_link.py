@@ -36,6 +36,7 @@ from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from pydantic import ValidationError
 
 from ..transport.jsonrpc_lines import (
+    MAX_LINE_BYTES,
     LineSplitter,
     message_line,
     notification_line,
@@ -196,9 +197,15 @@ class StdioLink:
         try:
             async with self._to_session:
                 async for chunk in stdout:
+                    skipped = lines.skipped
                     for line in lines.feed(chunk):
                         if not self._lane_response(line):
                             await self._deliver(line)
+                    if lines.skipped > skipped:
+                        log.warning(
+                            "skipped a line longer than %d bytes from a downstream server",
+                            MAX_LINE_BYTES,
+                        )
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             log.debug("downstream stdout ended: %s", exc)
         finally:

@@ -38,6 +38,7 @@ from pydantic import ValidationError
 
 __all__ = [
     "MAX_DEPTH",
+    "MAX_LINE_BYTES",
     "NO_ID",
     "LineSplitter",
     "Rejected",
@@ -60,6 +61,8 @@ __all__ = [
 
 MAX_DEPTH: Final = 128
 """Deepest nesting of arrays and objects read from outside (a tool schema needs a few dozen)."""
+MAX_LINE_BYTES: Final = 256 * 1024 * 1024
+"""The longest line (one JSON-RPC message) read from a host or a downstream server."""
 
 NO_ID: Final = object()
 """What :func:`top_level_id` returns for a line without a readable ``id``."""
@@ -352,15 +355,37 @@ def id_key(request_id: object) -> RequestKey | None:
 
 
 class LineSplitter:
-    """Complete non-blank lines out of a byte stream read in chunks."""
+    """Complete non-blank lines out of a byte stream read in chunks.
 
-    __slots__ = ("_buffer",)
+    A line arriving in many chunks is joined once, when its end arrives (never re-copied
+    per chunk). A line longer than ``limit`` bytes is dropped whole, up to its end, and
+    counted in :attr:`skipped`: a peer cannot make the reader hold more than ``limit``."""
 
-    def __init__(self) -> None:
-        self._buffer = b""
+    __slots__ = ("_limit", "_parts", "_size", "_skipping", "skipped")
+
+    def __init__(self, limit: int = MAX_LINE_BYTES) -> None:
+        self._limit = limit
+        self._parts: list[bytes] = []
+        self._size = 0
+        self._skipping = False
+        self.skipped = 0
 
     def feed(self, chunk: bytes) -> list[bytes]:
         """The lines ``chunk`` completes (without their newline); the rest waits."""
-        lines = (self._buffer + chunk).split(b"\n")
-        self._buffer = lines.pop()
-        return [line for line in lines if line.strip()]
+        *ends, rest = chunk.split(b"\n")
+        lines = []
+        for end in ends:
+            line = b"".join((*self._parts, end)) if self._parts else end
+            dropped, self._skipping = self._skipping, False
+            self._parts, self._size = [], 0
+            if dropped or len(line) > self._limit:
+                self.skipped += 0 if dropped else 1
+            elif line.strip():
+                lines.append(line)
+        if rest and not self._skipping:
+            self._parts.append(rest)
+            self._size += len(rest)
+            if self._size > self._limit:  # too long already: drop what came, skip to its end
+                self._parts, self._size, self._skipping = [], 0, True
+                self.skipped += 1
+        return lines

@@ -31,7 +31,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from mcp_types import INTERNAL_ERROR, JSONRPCError, JSONRPCResponse
 
-from .jsonrpc_lines import Rejected, error_line, message_line, read_message
+from .jsonrpc_lines import MAX_LINE_BYTES, Rejected, error_line, message_line, read_message
 
 if TYPE_CHECKING:
     from .passthrough import DirectCalls
@@ -40,7 +40,7 @@ __all__ = ["fast_stdio_server"]
 
 log = logging.getLogger(__name__)
 
-_LINE_LIMIT = 256 * 1024 * 1024  # one JSON-RPC message per line; the server limits size itself
+_LINE_LIMIT = MAX_LINE_BYTES  # one JSON-RPC message per line; the server limits size itself
 _FLUSH_GRACE = 2.0  # seconds for the last answers to be written when the server stops
 
 
