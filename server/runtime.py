@@ -98,6 +98,7 @@ def build_runtime(config: AppConfig, config_path: Path) -> Runtime:
     notifier = HostNotifier()
     # Built even with no server: it costs nothing until a reload gives it its first one.
     gateway = new_gateway(config, parts.catalog, servers, notifier.exposed_changed)
+    gateway.resources.lists_changed = notifier.lists_changed
     reloader = ConfigReloader(config_path, parts, gateway)  # before downstream tools arrive
     history = HistoryService(parts.broker, config.history, limits=config.limits)
     surface = GatewaySurface(

@@ -5,30 +5,42 @@ always does (hosts render MCP Apps from it); any other is wrapped as
 ``downstream://<server>/<quoted original uri>``. Prompt names are ``<prefix><prompt>`` with the
 same sanitizing and collision rules as tools. A URI or prompt name two servers would both
 expose goes to the first server in name order (the other's is logged and not listed), and
-none takes one of the broker's own. Listings ask every connected server concurrently, each
-bounded by its timeout; a server that fails is skipped (and logged) so one bad server never
-empties the list.
+none takes one of the broker's own. Resource templates are exposed as :mod:`.templates` says,
+and a URI filled in from one reads from its server. Listings ask every connected server
+concurrently, each bounded by its timeout; a server that fails is skipped (and logged) so one
+bad server never empties the list.
+
+Completions of a downstream prompt's or template's arguments are asked of its server (by its
+own name or template) and come back as the server gave them. Subscriptions to downstream
+resources are kept by :mod:`.subscriptions`; the downstream's update and list-change
+notifications arrive through :meth:`ResourceProxy.notice`.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import anyio
 import mcp_types as types
 
-from .connection import Connection
-from .errors import UnknownToolError
+from .connection import Connection, _all_pages
+from .errors import GatewayError, UnknownToolError
 from .naming import name_all, split_resource_uri, wrap_resource_uri
 from .secrets import Redactor
 from .server_state import ServerTable
+from .subscriptions import HostSession, Subscriptions
+from .templates import TemplateTable, wrap_template
 
-__all__ = ["BROKER_PROMPTS", "ResourceProxy"]
+__all__ = ["BROKER_PROMPTS", "ListsChangedFn", "ResourceProxy"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+ListsChangedFn = Callable[[Literal["resources", "prompts"]], Awaitable[None]]
+"""Told that a downstream's resource or prompt list changed (``"resources"``/``"prompts"``)."""
+_NO_COMPLETION = types.CompleteResult(completion=types.Completion(values=[]))
 
 BROKER_PROMPTS = frozenset({"context"})
 """The broker's own prompt names (``server.surface.prompts``): no downstream prompt takes one."""
@@ -43,6 +55,9 @@ class ResourceProxy:
         self._redactor = redactor
         self._prompts: dict[str, tuple[str, str]] = {}
         self._resources: dict[str, tuple[str, str]] = {}  # exposed URI -> (server, uri)
+        self._templates = TemplateTable()
+        self.subscriptions = Subscriptions()
+        self.lists_changed: ListsChangedFn | None = None
 
     def _prefix(self, server: str) -> str | None:
         state = self._servers.find(server)
@@ -101,10 +116,14 @@ class ResourceProxy:
 
     async def _resource_target(self, uri: str) -> tuple[str, str]:
         """``(server, original uri)`` of an exposed resource URI (listing them if need be)."""
-        target = split_resource_uri(uri) or self._resources.get(uri)
+        known = self._resources.get(uri) or self._templates.route(uri)
+        target = split_resource_uri(uri) or known
         if target is None:
             await self.list_resources()
             target = self._resources.get(uri)
+        if target is None:
+            await self.list_templates()
+            target = self._templates.route(uri)
         if target is None:
             raise UnknownToolError(
                 f"no resource {uri[:200]!r}: neither the broker nor a downstream server lists "
@@ -181,3 +200,144 @@ class ResourceProxy:
         except Exception as exc:
             raise server.call_failed(conn, f"prompt {original!r}", exc, tool=None) from None
         return self._redactor.redact_model(result)
+
+    async def list_templates(self) -> list[types.ResourceTemplate]:
+        """Every downstream resource template under its exposed form (see :mod:`.templates`),
+        by server then original order; a template two would expose goes to the first."""
+        found = await self._gather(_templates)
+        table: dict[str, tuple[str, str]] = {}
+        out = []
+        for server in sorted(found):
+            for t in found[server]:
+                exposed = wrap_template(server, t.uri_template, self._prefix(server))
+                holder = self._uri_holder(exposed, table)
+                if holder is not None:
+                    log.warning(
+                        "resource template %r of server %r is not exposed: it is taken by %s",
+                        t.uri_template,
+                        server,
+                        holder,
+                    )
+                    continue
+                table[exposed] = (server, t.uri_template)
+                out.append(
+                    self._redactor.redact_model(t).model_copy(update={"uri_template": exposed})
+                )
+        self._templates = TemplateTable.of(table.items())
+        return out
+
+    async def template_server(self, exposed: str) -> str | None:
+        """The server a resource template is exposed for as ``exposed``, or None."""
+        if exposed not in self._templates.by_exposed:
+            await self.list_templates()
+        target = self._templates.by_exposed.get(exposed)
+        return target[0] if target is not None else None
+
+    async def complete(self, params: types.CompleteRequestParams) -> types.CompleteResult:
+        """Complete an argument of a downstream prompt or resource template (by its exposed
+        name or template): asked of its server by the server's own, the answer as given. A
+        server that declared no ``completions`` has none to offer: an empty completion."""
+        ref = params.ref
+        if isinstance(ref, types.PromptReference):
+            if ref.name not in self._prompts:
+                await self.list_prompts()
+            target = self._prompts.get(ref.name)
+            what = f"prompt {ref.name[:100]!r}"
+        else:
+            await self.template_server(ref.uri)
+            target = self._templates.by_exposed.get(ref.uri)
+            what = f"resource template {ref.uri[:200]!r}"
+        if target is None:
+            raise UnknownToolError(
+                f"no downstream {what}: completion/complete takes a name prompts/list shows "
+                "or a template resources/templates/list shows"
+            )
+        server_name, original = target
+        server = self._servers.get(server_name)
+        conn = server.live(original)
+        if conn.capabilities.completions is None:
+            return _NO_COMPLETION
+        own: types.PromptReference | types.ResourceTemplateReference = (
+            types.PromptReference(name=original)
+            if isinstance(ref, types.PromptReference)
+            else types.ResourceTemplateReference(uri=original)
+        )
+        request = types.CompleteRequest(
+            params=types.CompleteRequestParams(
+                ref=own, argument=params.argument, context=params.context
+            )
+        )
+        try:
+            result = await conn.session.send_request(request, types.CompleteResult)
+        except Exception as exc:
+            raise server.call_failed(conn, what, exc, tool=None) from None
+        return self._redactor.redact_model(result)
+
+    def subscribable(self) -> bool:
+        """Whether hosts may subscribe to downstream resources: some server declared
+        ``resources.subscribe``, or one has not answered yet (what it offers is not known,
+        and a capability cannot be given to a connected host later)."""
+        for server in self._servers:
+            if server.config.enabled and not server.first_attempt_done.is_set():
+                return True
+            caps = server.connection.capabilities.resources if server.connection else None
+            if caps is not None and caps.subscribe:
+                return True
+        return False
+
+    async def subscribe(self, uri: str, host: HostSession) -> None:
+        """Send ``host`` the updates of the resource exposed as ``uri``: subscribed on its
+        server (once for all hosts), which must have declared ``resources.subscribe``."""
+        server_name, original = await self._resource_target(uri)
+        server = self._servers.get(server_name)
+        conn = server.live(original)
+        caps = conn.capabilities.resources
+        if caps is None or not caps.subscribe:
+            raise GatewayError(
+                f"resource {uri[:200]!r}: downstream server {server_name!r} does not offer "
+                "subscriptions (it did not declare resources.subscribe); read it again to see "
+                "whether it changed",
+                server=server_name,
+            )
+        if not self.subscriptions.add(uri, (server_name, original), host):
+            return
+        request = types.SubscribeRequest(params=types.SubscribeRequestParams(uri=original))
+        try:
+            await conn.session.send_request(request, types.EmptyResult)
+        except Exception as exc:
+            self.subscriptions.remove(uri, host)
+            raise server.call_failed(conn, f"resource {original!r}", exc, tool=None) from None
+
+    async def unsubscribe(self, uri: str, host: HostSession) -> None:
+        """Stop sending ``host`` the updates of ``uri``; the last host to leave a resource
+        unsubscribes the broker on its server (a failure there is only logged)."""
+        target = self.subscriptions.remove(uri, host)
+        server = self._servers.find(target[0]) if target is not None else None
+        if target is None or server is None or server.connection is None:
+            return
+        request = types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=target[1]))
+        try:
+            with anyio.fail_after(server.config.timeout):
+                await server.connection.session.send_request(request, types.EmptyResult)
+        except Exception as exc:
+            log.info(
+                "%s",
+                self._redactor.redact(f"downstream {target[0]!r}: unsubscribe failed: {exc!r}"),
+            )
+
+    async def notice(self, server: str, message: types.ServerNotification) -> None:
+        """A downstream's notification about its resources or prompts, passed on to hosts:
+        ``resources/updated`` to the hosts subscribed (by the URI they used), the list
+        changes to :attr:`lists_changed`."""
+        if isinstance(message, types.ResourceUpdatedNotification):
+            await self.subscriptions.updated(server, str(message.params.uri))
+        elif self.lists_changed is not None:
+            resources = isinstance(message, types.ResourceListChangedNotification)
+            await self.lists_changed("resources" if resources else "prompts")
+
+
+async def _templates(conn: Connection) -> list[types.ResourceTemplate]:
+    """Every resource template of one server, following pagination (none without resources)."""
+    if conn.capabilities.resources is None:
+        return []
+    return await _all_pages(conn.session.list_resource_templates, "resource_templates")

@@ -322,6 +322,12 @@ class Gateway:
         """Render a prompt by its exposed name."""
         return await self._proxy.get_prompt(name, arguments)
 
+    @property
+    def resources(self) -> ResourceProxy:
+        """The rest of the downstreams' surface: resource templates, completions,
+        subscriptions and the resource and prompt list changes (see ``ResourceProxy``)."""
+        return self._proxy
+
     # -- internals ----------------------------------------------------------------------
 
     def _start(self, server: ServerState) -> None:
@@ -341,6 +347,7 @@ class Gateway:
             redactor=self.redactor,
             environ=self._environ,
             on_tools=self._apply_tools,
+            on_notice=self._proxy.notice,
         )
         scope = self._scopes[server.name] = anyio.CancelScope()
         self._tg.start_soon(self._supervise, supervisor, scope, name=f"gateway:{server.name}")

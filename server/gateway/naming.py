@@ -278,9 +278,11 @@ def wrap_resource_uri(server: str, uri: str, prefix: str | None = None) -> str:
 
 
 def split_resource_uri(wrapped: str) -> tuple[str, str] | None:
-    """``(server, original uri)`` of a ``downstream://`` URI, or None if it is not one."""
+    """``(server, original uri)`` of a ``downstream://`` URI, or None if it is not one. The
+    original is everything after ``<server>/``, unquoted: a URI filled in from a wrapped
+    template may carry a query or fragment of its own (``{?name}``)."""
     parts = urlsplit(wrapped)
     if parts.scheme != RESOURCE_SCHEME or not parts.netloc or not parts.path.startswith("/"):
         return None
-    original = unquote(parts.path[1:])
+    original = unquote(wrapped.split("/", 3)[3])
     return (unquote(parts.netloc), original) if original else None

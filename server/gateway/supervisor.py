@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -35,13 +35,21 @@ __all__ = ["Supervisor"]
 log = logging.getLogger(__name__)
 
 ToolsFn = Callable[[ServerState, list[types.Tool], Connection], None]
+NoticeFn = Callable[[str, types.ServerNotification], Awaitable[None]]
+_PASSED_ON = (
+    types.ResourceUpdatedNotification,
+    types.ResourceListChangedNotification,
+    types.PromptListChangedNotification,
+)
 
 
 class Supervisor:
     """Runs one server's connect → serve → reconnect loop; reports through callbacks.
 
     ``on_tools(server, tools, connection)`` is called after every successful listing (the
-    gateway updates the catalog and marks the server connected).
+    gateway updates the catalog and marks the server connected); ``on_notice(server name,
+    notification)`` gets the server's ``resources/updated`` and its resource and prompt
+    list changes, to pass on to hosts.
     """
 
     def __init__(
@@ -52,8 +60,10 @@ class Supervisor:
         redactor: Redactor,
         environ: Mapping[str, str],
         on_tools: ToolsFn,
+        on_notice: NoticeFn | None = None,
     ) -> None:
         self.server = server
+        self.on_notice = on_notice
         self.settings = settings
         self.redactor = redactor
         self.environ = environ
@@ -165,6 +175,13 @@ class Supervisor:
     async def _on_notification(self, message: types.ServerNotification) -> None:
         if isinstance(message, types.ToolListChangedNotification):
             self.server.refresh_wanted.set()
+        elif isinstance(message, _PASSED_ON) and self.on_notice is not None:
+            try:
+                await self.on_notice(self.server.name, message)
+            except Exception:  # passing it on must never end the server's session
+                log.exception(
+                    "downstream %r: could not pass on %s", self.server.name, message.method
+                )
 
     async def _on_transport_error(self, exc: Exception) -> None:
         log.warning(

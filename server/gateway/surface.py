@@ -8,14 +8,14 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import anyio.to_thread
 from mcp import types
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus
-from mcp.shared.subscriptions import ToolsListChanged
+from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
@@ -114,7 +114,9 @@ class GatewayDirectory:
 class HostNotifier:
     """Tells hosts that the exposed tools changed: on the 2026-era subscription stream
     (:attr:`bus`) and with ``tools/list_changed`` to each handshake-era connection that
-    listed tools. Built before the gateway, which calls :meth:`exposed_changed`."""
+    listed tools, resources or prompts. Built before the gateway, which calls
+    :meth:`exposed_changed` (and :meth:`lists_changed` for downstream resources and
+    prompts)."""
 
     def __init__(self) -> None:
         self.bus = InMemorySubscriptionBus()
@@ -142,6 +144,23 @@ class HostNotifier:
                     await session.send_tool_list_changed()
             except Exception as exc:  # a host that went away must not stop the others
                 log.debug("could not send tools/list_changed: %s", exc)
+                self._sessions.pop(key, None)
+
+    async def lists_changed(self, kind: Literal["resources", "prompts"]) -> None:
+        """Pass on a downstream's ``resources/list_changed`` or ``prompts/list_changed``:
+        on the subscription stream and to each handshake-era connection that listed."""
+        log.info("a downstream server's %s changed; notifying hosts", kind)
+        resources = kind == "resources"
+        await self.bus.publish(ResourcesListChanged() if resources else PromptsListChanged())
+        for key, session in list(self._sessions.items()):
+            try:
+                with anyio.fail_after(5):
+                    if resources:
+                        await session.send_resource_list_changed()
+                    else:
+                        await session.send_prompt_list_changed()
+            except Exception as exc:  # a host that went away must not stop the others
+                log.debug("could not send %s/list_changed: %s", kind, exc)
                 self._sessions.pop(key, None)
 
 

@@ -3,14 +3,14 @@ from an already built broker; the broker reaches the handlers through closures."
 
 from __future__ import annotations
 
-import functools
 import logging
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeGuard, TypeVar
 
 from mcp import MCPError, types
 from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp.server.apps import EXTENSION_ID
+from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import ListenHandler
 
@@ -111,13 +111,37 @@ def build_server(
     _add_logging(server)
     server.extensions[EXTENSION_ID] = {}  # MCP Apps: tools point at ui:// views
     if surface is not None:
-        # Tell handshake-era hosts that the tool list can change (the SDK's transports ask
-        # the server for its options without passing any).
-        server.create_initialization_options = functools.partial(  # type: ignore[method-assign]
-            server.create_initialization_options,
-            notification_options=NotificationOptions(tools_changed=True),
-        )
+        server.create_initialization_options = _announcing(server, surface)  # type: ignore[method-assign]
     return server
+
+
+def _announcing(
+    server: Server[Any], surface: GatewaySurface
+) -> Callable[..., InitializationOptions]:
+    """``server.create_initialization_options`` declaring to handshake-era hosts what the
+    gateway passes on (the SDK's transports ask for the options without passing any): tool
+    list changes; with downstream servers, resource and prompt list changes and
+    completions; subscriptions to resources while a downstream offers them."""
+    plain = server.create_initialization_options
+
+    def options(
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        servers = surface.gateway.has_servers()
+        notify = NotificationOptions(
+            tools_changed=True, resources_changed=servers, prompts_changed=servers
+        )
+        opts = plain(notify, experimental_capabilities, extensions)
+        caps = opts.capabilities
+        subscribe = servers and surface.gateway.resources.subscribable()
+        changes: dict[str, Any] = {"completions": caps.completions if servers else None}
+        if caps.resources is not None:
+            changes["resources"] = caps.resources.model_copy(update={"subscribe": subscribe})
+        return opts.model_copy(update={"capabilities": caps.model_copy(update=changes)})
+
+    return options
 
 
 def _tool_handlers(
@@ -168,39 +192,86 @@ def _tool_handlers(
 def _resource_handlers(
     reader: ResourceReader, surface: GatewaySurface | None, profile: Profile | None
 ) -> dict[str, Any]:
-    """The broker's ``context://`` resources, then the downstream servers' (wrapped as
-    ``downstream://<server>/...``; under ``profile``, only its servers')."""
+    """The broker's ``context://`` resources and templates, then the downstream servers'
+    (exposed as their servers' ``prefix`` says; under ``profile``, only its servers'), and
+    subscriptions to downstream resources."""
 
     async def on_list_resources(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         extra = await surface.gateway.list_resources() if surface is not None else []
+        if surface is not None:
+            surface.notifier.remember(ctx.session)  # for resources/list_changed
         extra = [r for r in extra if await _resource_shown(str(r.uri), profile, surface)]
         return types.ListResourcesResult(resources=[*reader.list(), *extra])
 
     async def on_list_templates(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
-        return types.ListResourceTemplatesResult(resource_templates=resource_templates())
+        own = resource_templates()
+        if not _with_servers(surface):
+            return types.ListResourceTemplatesResult(resource_templates=own)
+        extra = await surface.gateway.resources.list_templates()
+        extra = [t for t in extra if await _template_shown(t.uri_template, profile, surface)]
+        return types.ListResourceTemplatesResult(resource_templates=[*own, *extra])
 
     async def on_read_resource(
         ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
         uri = str(params.uri)
-        # A downstream's resource keeps its own URI under prefix = "" (and a ui:// one always):
-        # whatever is not the broker's own goes to the gateway.
-        own = uri.startswith("context://") or uri == APP_URI
-        if _with_servers(surface) and not own:
-            if not await _resource_shown(uri, profile, surface):
-                raise MCPError(types.INVALID_PARAMS, _outside(f"resource {uri[:200]!r}", profile))
+        if _downstream_uri(surface, uri):
+            await _check_shown(uri, profile, surface)
             return await _downstream_call(surface.gateway.read_resource(uri))
         return await reader.read(uri)
 
-    return {
+    handlers: dict[str, Any] = {
         "on_list_resources": on_list_resources,
         "on_list_resource_templates": on_list_templates,
         "on_read_resource": on_read_resource,
     }
+    if surface is not None:
+        handlers |= _subscription_handlers(surface, profile)
+    return handlers
+
+
+def _downstream_uri(surface: GatewaySurface | None, uri: str) -> TypeGuard[GatewaySurface]:
+    """Whether a resource URI goes to the gateway: a downstream's resource keeps its own URI
+    under prefix = "" (and a ui:// one always), so whatever is not the broker's own does."""
+    own = uri.startswith("context://") or uri == APP_URI
+    return _with_servers(surface) and not own
+
+
+async def _check_shown(uri: str, profile: Profile | None, surface: GatewaySurface) -> None:
+    """Refuse a downstream resource outside ``profile``."""
+    if not await _resource_shown(uri, profile, surface):
+        raise MCPError(types.INVALID_PARAMS, _outside(f"resource {uri[:200]!r}", profile))
+
+
+def _subscription_handlers(surface: GatewaySurface, profile: Profile | None) -> dict[str, Any]:
+    """``resources/subscribe`` and ``unsubscribe`` for downstream resources, remembered per
+    host connection (the broker's own resources send no updates)."""
+
+    async def on_subscribe(
+        ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
+    ) -> types.EmptyResult:
+        uri = str(params.uri)
+        if not _downstream_uri(surface, uri):
+            raise MCPError(
+                types.INVALID_PARAMS,
+                f"resource {uri[:200]!r} sends no updates: subscriptions are for downstream "
+                "servers' resources",
+            )
+        await _check_shown(uri, profile, surface)
+        await _downstream_call(surface.gateway.resources.subscribe(uri, ctx.session))
+        return types.EmptyResult()
+
+    async def on_unsubscribe(
+        ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        await surface.gateway.resources.unsubscribe(str(params.uri), ctx.session)
+        return types.EmptyResult()
+
+    return {"on_subscribe_resource": on_subscribe, "on_unsubscribe_resource": on_unsubscribe}
 
 
 def _with_servers(surface: GatewaySurface | None) -> TypeGuard[GatewaySurface]:
@@ -216,6 +287,14 @@ async def _resource_shown(
     if profile is None or profile.servers is None or surface is None:
         return True
     server = await surface.gateway.resource_server(uri)
+    return server is not None and profile.allows_server(server)
+
+
+async def _template_shown(exposed: str, profile: Profile | None, surface: GatewaySurface) -> bool:
+    """Whether a downstream resource template (as exposed) is in ``profile``: its server's."""
+    if profile is None or profile.servers is None:
+        return True
+    server = await surface.gateway.resources.template_server(exposed)
     return server is not None and profile.allows_server(server)
 
 
@@ -264,6 +343,8 @@ def _prompt_handlers(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
         extra = await surface.gateway.list_prompts() if surface is not None else []
+        if surface is not None:
+            surface.notifier.remember(ctx.session)  # for prompts/list_changed
         extra = [p for p in extra if surface and await _prompt_shown(p.name, profile, surface)]
         return types.ListPromptsResult(prompts=[CONTEXT_PROMPT, *extra])
 
@@ -282,9 +363,40 @@ def _prompt_handlers(
         return await _downstream_call(surface.gateway.get_prompt(params.name, params.arguments))
 
     handlers: dict[str, Any] = {"on_list_prompts": on_list_prompts, "on_get_prompt": on_get_prompt}
-    if surface is not None:  # the 2026-era stream that announces tool list changes
+    if surface is not None:  # the 2026-era stream that announces list changes
         handlers["on_subscriptions_listen"] = ListenHandler(surface.notifier.bus)
+        handlers["on_completion"] = _completion_handler(surface, profile)
     return handlers
+
+
+def _completion_handler(surface: GatewaySurface, profile: Profile | None) -> Any:
+    """``completion/complete``: a downstream prompt's or resource template's arguments are
+    completed by its server; the broker's own prompt and templates offer no completions."""
+    own_templates = {t.uri_template for t in resource_templates()}
+
+    async def on_completion(
+        ctx: ServerRequestContext[Any], params: types.CompleteRequestParams
+    ) -> types.CompleteResult:
+        ref = params.ref
+        if isinstance(ref, types.PromptReference):
+            what, own = f"prompt {ref.name[:100]!r}", ref.name == CONTEXT_PROMPT.name
+        else:
+            what, own = f"resource template {ref.uri[:200]!r}", ref.uri in own_templates
+        if own:
+            return types.CompleteResult(completion=types.Completion(values=[]))
+        if not _with_servers(surface):
+            raise MCPError(
+                types.INVALID_PARAMS, f"no {what}: see prompts/list and resources/templates/list"
+            )
+        if isinstance(ref, types.PromptReference):
+            shown = await _prompt_shown(ref.name, profile, surface)
+        else:
+            shown = await _template_shown(ref.uri, profile, surface)
+        if not shown:
+            raise MCPError(types.INVALID_PARAMS, _outside(what, profile))
+        return await _downstream_call(surface.gateway.resources.complete(params))
+
+    return on_completion
 
 
 def _add_logging(server: Server[Any]) -> None:
