@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
 from types import TracebackType
 from typing import IO, Any
 
@@ -25,7 +25,7 @@ from mcp.client._input_required import (
     InputRequiredRoundsExceededError,
     run_input_required_driver,
 )
-from mcp.client.session import ClientRequestContext, IncomingMessage
+from mcp.client.session import ClientRequestContext, IncomingMessage, MessageHandlerFnT
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.dispatcher import ProgressFnT
@@ -34,10 +34,11 @@ from pydantic import TypeAdapter, ValidationError
 
 from server.settings import DownstreamConfig
 
-from ..transport.sdk_compat import ReadStream
-from .handshake import CLIENT_INFO, negotiate
+from ..transport.sdk_compat import ReadStream, send_raw
+from .eras import HandshakeLanes, Lane
+from .handshake import CLIENT_INFO, handshake, negotiate
 from .naming import sanitize
-from .relay import Relay
+from .relay import Host, Relay, current_host
 from .stdio_link import StdioLink, open_stdio_link
 
 __all__ = ["Connection", "NotificationFn", "open_connection", "read_tail", "spool_stderr"]
@@ -137,13 +138,15 @@ class Connection:
         stderr: IO[bytes] | None,
         link: StdioLink | None = None,
         relay: Relay | None = None,
+        lanes: HandshakeLanes | None = None,
     ) -> None:
         self.name = name
         self.session = session
         self.closed = closed
         self._stderr = stderr
         self._link = link
-        self._relay = relay or Relay(name, 30.0)
+        self._main = Lane(session, relay or Relay(name, 30.0))
+        self._lanes = lanes
 
     @property
     def capabilities(self) -> types.ServerCapabilities:
@@ -157,8 +160,31 @@ class Connection:
         """Every tool, following pagination."""
         return await _all_pages(self.session.list_tools, "tools")
 
+    @property
+    def modern(self) -> bool:
+        """Whether the server is reached on the 2026-07-28 wire."""
+        return self.session.discover_result is not None
+
+    async def serve(self) -> None:
+        """Run what the connection keeps beside its session (the handshake-era sessions of
+        :mod:`.eras`) until cancelled; the supervisor runs it while connected."""
+        if self._lanes is not None:
+            await self._lanes.run()
+
+    @asynccontextmanager
+    async def _lane(self, host: Host | None) -> AsyncIterator[Lane]:
+        """The session a call made for ``host`` goes over: a handshake-era one declaring the
+        host's capabilities for a handshake-era host when this server is reached on the
+        2026-07-28 wire over HTTP, else the connection's own."""
+        if host is None or host.modern or self._lanes is None:
+            yield self._main
+            return
+        async with self._lanes.use(host.declared(), host.client_info()) as lane:
+            yield lane
+
     def _sender(
         self,
+        session: ClientSession,
         name: str,
         arguments: dict[str, Any] | None,
         timeout: float | None,
@@ -173,7 +199,7 @@ class Connection:
             params = types.CallToolRequestParams(
                 name=name, arguments=arguments, input_responses=responses, request_state=state
             )
-            return await self.session.send_request(
+            return await session.send_request(
                 types.CallToolRequest(params=params),
                 _CALL_OUTCOME,
                 request_read_timeout_seconds=timeout,
@@ -183,24 +209,27 @@ class Connection:
         return send
 
     async def _finished(
-        self, outcome: types.CallToolResult | types.InputRequiredResult, send: _SendFn
+        self,
+        lane: Lane,
+        outcome: types.CallToolResult | types.InputRequiredResult,
+        send: _SendFn,
     ) -> types.CallToolResult:
         """The call's result, once every ``InputRequiredResult`` was answered by the host."""
         if isinstance(outcome, types.CallToolResult):
             return outcome
+
+        async def answer(
+            key: str, request: types.InputRequest
+        ) -> types.InputResponse | types.ErrorData:
+            meta = request.params.meta if request.params else None
+            context = ClientRequestContext(session=lane.session, request_id=key, meta=meta)
+            return await lane.session.dispatch_input_request(context, request)
+
         try:
-            return await run_input_required_driver(outcome, dispatch=self._answer, retry=send)
+            return await run_input_required_driver(outcome, dispatch=answer, retry=send)
         except InputRequiredRoundsExceededError as exc:  # the call failed, not the connection
             detail = f"asked for input {exc.max_rounds} times without giving a result"
             raise MCPError(types.INTERNAL_ERROR, detail) from None
-
-    async def _answer(
-        self, key: str, request: types.InputRequest
-    ) -> types.InputResponse | types.ErrorData:
-        """One request embedded in an ``InputRequiredResult``, through the relay."""
-        meta = request.params.meta if request.params else None
-        context = ClientRequestContext(session=self.session, request_id=key, meta=meta)
-        return await self.session.dispatch_input_request(context, request)
 
     async def call_tool(
         self,
@@ -209,13 +238,32 @@ class Connection:
         *,
         timeout: float | None,
         progress_callback: ProgressFnT | None = None,
-    ) -> types.CallToolResult:
-        """Call a tool and return its result as sent (no client-side output validation).
-        What the server asks meanwhile goes to the host the call is made for (see
-        :mod:`.relay`), also when it asks with a 2026-07-28 ``InputRequiredResult``."""
-        send = self._sender(name, arguments, timeout, progress_callback)
-        with self._relay.call():
-            return await self._finished(await send(None, None), send)
+        retry: Mapping[str, Any] | None = None,
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """Call a tool as the host it is made for (:func:`.relay.current_host`) and return its
+        result as sent (no client-side output validation).
+
+        A 2026-07-28 host's call to a server on that wire carries the host's ``_meta`` and
+        ``retry`` (its ``inputResponses`` and ``requestState``), and an
+        ``InputRequiredResult`` goes back to it unchanged. Otherwise what the server asks
+        meanwhile goes to the host through :mod:`.relay`, also when it asks with an
+        ``InputRequiredResult``; a handshake-era host's call goes over a session declaring
+        its own capabilities (see :meth:`_lane`)."""
+        host = current_host()
+        if host is not None and host.modern and self.modern:
+            raw = await send_raw(
+                self.session,
+                "tools/call",
+                {**_call_params(name, arguments), **(retry or {})},
+                meta=host.forwarded_meta(),
+                timeout=timeout,
+                on_progress=progress_callback,
+            )
+            return _CALL_OUTCOME.validate_python(raw, by_name=False)
+        async with self._lane(host) as lane:
+            send = self._sender(lane.session, name, arguments, timeout, progress_callback)
+            with lane.relay.call():
+                return await self._finished(lane, await send(None, None), send)
 
     async def call_tool_json(
         self, name: str, arguments: dict[str, Any] | None, *, timeout: float | None
@@ -226,7 +274,7 @@ class Connection:
             request = types.CallToolRequest(
                 params=types.CallToolRequestParams(name=name, arguments=arguments)
             )
-            with self._relay.call():
+            with self._main.relay.call():
                 result = await self.session.send_request(
                     request,
                     _JSON_OBJECT,  # type: ignore[type-var]
@@ -235,9 +283,10 @@ class Connection:
                 if result.get("resultType") != "input_required":
                     return result
                 first = types.InputRequiredResult.model_validate(result, by_name=False)
-                done = await self._finished(first, self._sender(name, arguments, timeout))
+                send = self._sender(self.session, name, arguments, timeout)
+                done = await self._finished(self._main, first, send)
             return done.model_dump(by_alias=True, mode="json", exclude_none=True)
-        with self._relay.call():
+        with self._main.relay.call():
             result = await self._link.request_json(
                 "tools/call", _call_params(name, arguments), timeout=timeout
             )
@@ -369,7 +418,6 @@ async def open_connection(
     ``auth`` signs an HTTP or SSE server's requests (OAuth, see :mod:`.oauth`).
     """
     read, write, link = await _transport(stack, config, stderr, fast_path, auth)
-    closed = anyio.Event()
 
     async def handle(message: IncomingMessage) -> None:
         if isinstance(message, Exception):
@@ -378,6 +426,42 @@ async def open_connection(
             await on_notification(message)
 
     relay = Relay(name, config.timeout)
+    closed = anyio.Event()
+    session, watched = await _session(stack, read, write, config, relay, handle, closed)
+    await negotiate(session, config)
+    # On the 2026-07-28 wire a result without resultType reads as complete.
+    watched.modern = session.discover_result is not None
+
+    async def open_lane(
+        lane_stack: AsyncExitStack,
+        capabilities: types.ClientCapabilities,
+        info: types.Implementation | None,
+    ) -> Lane:
+        lane_read, lane_write, _ = await _transport(lane_stack, config, None, False, auth)
+        lane = Lane(session, Relay(name, config.timeout))
+        lane.session, _ = await _session(
+            lane_stack, lane_read, lane_write, config, lane.relay, handle, lane.closed
+        )
+        await handshake(lane.session, capabilities=capabilities, client_info=info)
+        return lane
+
+    modern_http = config.kind == "http" and session.discover_result is not None
+    lanes = HandshakeLanes(name, open_lane) if modern_http else None
+    return Connection(name, session, closed, stderr, link, relay, lanes)
+
+
+async def _session(
+    stack: AsyncExitStack,
+    read: ReadStream[SessionMessage | Exception],
+    write: Any,
+    config: DownstreamConfig,
+    relay: Relay,
+    handle: MessageHandlerFnT,
+    closed: anyio.Event,
+) -> tuple[ClientSession, _WatchedReadStream]:
+    """A client session over ``read``/``write`` in ``stack`` whose questions and log
+    messages go to ``relay``, and its read stream; ``closed`` is set when its transport
+    ends."""
     watched = _WatchedReadStream(read, closed)
     session = ClientSession(
         watched,
@@ -391,9 +475,7 @@ async def open_connection(
         client_info=CLIENT_INFO,
     )
     await stack.enter_async_context(session)
-    await negotiate(session, config)
-    watched.modern = session.discover_result is not None
-    return Connection(name, session, closed, stderr, link, relay)
+    return session, watched
 
 
 async def _all_pages(fetch: Any, field: str) -> list[Any]:

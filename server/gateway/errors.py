@@ -16,6 +16,8 @@ Messages never contain secret values: they pass the gateway's redactor before be
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "DownstreamError",
     "GatewayError",
@@ -64,7 +66,20 @@ class ServerUnavailableError(GatewayError):
 
 
 class DownstreamError(GatewayError):
-    """A downstream request failed: timeout, protocol error or a dead connection."""
+    """A downstream request failed: timeout, protocol error or a dead connection. ``error``
+    is the JSON-RPC error the server answered with, as it sent it (secrets masked), when it
+    answered with one."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        server: str | None = None,
+        tool: str | None = None,
+        error: Any = None,
+    ) -> None:
+        super().__init__(message, server=server, tool=tool)
+        self.error = error
 
 
 class ToolHeldError(GatewayError):

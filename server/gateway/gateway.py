@@ -217,12 +217,16 @@ class Gateway:
         progress_callback: Callable[[float, float | None, str | None], Awaitable[None]]
         | None = None,
         timeout: float | None = None,
-    ) -> types.CallToolResult:
-        """Call ``tool`` (original or exposed name) on ``server``; return its result as sent.
+        retry: Mapping[str, Any] | None = None,
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """Call ``tool`` (original or exposed name) on ``server`` as the host the call is
+        made for (see :meth:`Connection.call_tool`, ``retry``: a 2026-07-28 host's
+        ``inputResponses`` and ``requestState``); return its result as sent.
 
         Tool errors come back as the downstream's ``isError`` result. A server that is down,
         a timeout, a dropped connection or a protocol error raises a ``GatewayError`` naming
-        server and tool. Cancelling the caller cancels the downstream request.
+        server and tool (``DownstreamError.error``: a JSON-RPC error as the server sent it).
+        Cancelling the caller cancels the downstream request.
         """
         state = self._servers.get(server)
         original, conn = state.tool_target(tool)
@@ -233,6 +237,7 @@ class Gateway:
                 arguments,
                 timeout=timeout or state.config.timeout,
                 progress_callback=progress,
+                retry=retry,
             )
         except Exception as exc:
             raise state.call_failed(conn, f"tool {original!r}", exc, tool=original) from None

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from server.settings import DownstreamConfig
 
-__all__ = ["CLIENT_INFO", "negotiate"]
+__all__ = ["CLIENT_INFO", "handshake", "negotiate"]
 
 CLIENT_INFO = types.Implementation(name="context-broker-gateway", version="0.1.0")
 
@@ -41,13 +41,21 @@ async def negotiate(session: ClientSession, config: DownstreamConfig) -> None:
         except (MCPError, RuntimeError, ValidationError):  # a handshake-era server
             if wanted is not None:
                 raise
-    await _handshake(session, wanted or LATEST_HANDSHAKE_VERSION)
+    await handshake(session, wanted or LATEST_HANDSHAKE_VERSION)
 
 
-async def _handshake(session: ClientSession, version: str) -> None:
-    """The ``initialize`` handshake offering ``version``, declaring what can be relayed."""
+async def handshake(
+    session: ClientSession,
+    version: str = LATEST_HANDSHAKE_VERSION,
+    capabilities: types.ClientCapabilities = _RELAYED,
+    client_info: types.Implementation | None = None,
+) -> None:
+    """The ``initialize`` handshake offering ``version``, declaring ``capabilities`` (by
+    default what can be relayed) and ``client_info`` (by default the broker's)."""
     params = types.InitializeRequestParams(
-        protocol_version=version, capabilities=_RELAYED, client_info=CLIENT_INFO
+        protocol_version=version,
+        capabilities=capabilities,
+        client_info=client_info or CLIENT_INFO,
     )
     result = await session.send_request(
         types.InitializeRequest(params=params), types.InitializeResult

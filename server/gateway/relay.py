@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import mcp_types as types
@@ -38,27 +38,49 @@ from pydantic import BaseModel
 
 from ..transport.sdk_compat import connection_key
 
-__all__ = ["Host", "Relay", "calling_for"]
+__all__ = ["Host", "Relay", "calling_for", "current_host"]
 
 log = logging.getLogger(__name__)
 
 _Answer = TypeVar("_Answer", bound=BaseModel)
 
 
+# Keys of a host's request ``_meta`` not sent downstream as they are: the broker's own, and
+# the progress token (the broker asks for progress with its own and relays it under the host's).
+_OWN_META = frozenset({"session_id", "progressToken", "progress_token"})
+
+
 @dataclass(frozen=True)
 class Host:
-    """The host connection that made a call: its SDK session and the id of its request
-    (the downstream's questions ride that request's stream, over HTTP too)."""
+    """The host connection that made a call: its SDK session, the id of its request (the
+    downstream's questions ride that request's stream, over HTTP too) and the request's
+    ``_meta`` as the host sent it."""
 
     session: ServerSession
     request_id: types.RequestId
+    meta: Mapping[str, Any] | None = None
 
     @property
     def key(self) -> int:
         return connection_key(self.session)
 
+    @property
+    def modern(self) -> bool:
+        """Whether the host speaks the 2026-07-28 wire (no back-channel, ``_meta`` per request)."""
+        return self.session.protocol_version in MODERN_PROTOCOL_VERSIONS
+
     def declared(self) -> types.ClientCapabilities:
         return self.session.client_capabilities or types.ClientCapabilities()
+
+    def client_info(self) -> types.Implementation | None:
+        """The name and version the host gave in its ``initialize`` (handshake era)."""
+        params = self.session.client_params
+        return params.client_info if params is not None else None
+
+    def forwarded_meta(self) -> dict[str, Any]:
+        """The request's ``_meta`` as the host sent it, less the broker's own keys: what the
+        downstream reads (trace context, the 2026-07-28 request metadata)."""
+        return {k: v for k, v in (self.meta or {}).items() if k not in _OWN_META}
 
 
 # The host of the call the current task forwards: set by the gateway surface around the
@@ -75,6 +97,11 @@ def calling_for(host: Host | None) -> Iterator[None]:
         yield
     finally:
         _CALLER.reset(token)
+
+
+def current_host() -> Host | None:
+    """The host the call made in this task is made for (see :func:`calling_for`)."""
+    return _CALLER.get()
 
 
 def _refused(why: str) -> types.ErrorData:

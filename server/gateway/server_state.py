@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 import anyio
+import httpx2
 import mcp_types as types
 from mcp import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
@@ -43,6 +44,16 @@ log = logging.getLogger(__name__)
 
 # What a running server takes over without a restart; any other change restarts it.
 LIVE_SETTINGS = ("include", "tools", "call_policy", "record_calls")
+
+
+# How a request fails when the transport under it is gone.
+_TRANSPORT_LOST = (
+    anyio.ClosedResourceError,
+    anyio.BrokenResourceError,
+    anyio.EndOfStream,
+    OSError,
+    httpx2.TransportError,
+)
 
 
 @dataclass
@@ -106,18 +117,24 @@ class ServerState:
     def call_failed(
         self, conn: Connection, what: str, exc: Exception, *, tool: str | None
     ) -> GatewayError:
-        """The error to raise for a request that failed with ``exc``; a lost or broken
-        transport also marks ``conn`` closed, so the supervisor reconnects."""
+        """The error to raise for a request that failed with ``exc``: a JSON-RPC error the
+        server answered with is kept as sent (``DownstreamError.error``, secrets masked); a
+        lost or broken transport also marks ``conn`` closed, so the supervisor reconnects; an
+        answer the broker cannot read fails the request alone."""
+        error = None
         if isinstance(exc, MCPError) and exc.code == REQUEST_TIMEOUT:
             detail = "timed out"
         elif isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED:
             detail = f"failed: {exc.error.message} (code {exc.code})"
-        else:
+            error = self.redactor.redact_model(exc.error)
+        elif isinstance(exc, (MCPError, *_TRANSPORT_LOST)):
             conn.closed.set()
             detail = f"failed, connection lost ({type(exc).__name__}: {exc})"
+        else:
+            detail = f"failed ({type(exc).__name__}: {exc})"
         message = self.redactor.redact(f"downstream server {self.name!r}: {what} {detail}")
         log.warning("%s", message)
-        return DownstreamError(message, server=self.name, tool=tool)
+        return DownstreamError(message, server=self.name, tool=tool, error=error)
 
     def tool_target(self, tool: str) -> tuple[str, Connection]:
         """The downstream's own name for ``tool`` and the connection to call it on; raises

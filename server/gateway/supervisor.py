@@ -156,6 +156,7 @@ class Supervisor:
     async def _serve(self, conn: Connection) -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._refresher, conn)
+            tg.start_soon(conn.serve)
             await conn.closed.wait()
             tg.cancel_scope.cancel()
 

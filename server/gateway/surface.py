@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import anyio
 import anyio.to_thread
-from mcp import types
+from mcp import MCPError, types
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
@@ -270,13 +270,21 @@ class GatewaySurface:
         meta: Mapping[str, Any] | None = None,
         profile: Profile | None = None,
         request_id: types.RequestId | None = None,
-    ) -> types.CallToolResult:
-        """Run a gateway tool or forward an exposed tool; failures become tool errors. A
-        ``session_id`` (an argument of ``call_tool``, or in ``_meta`` of an exposed tool's
-        call) records the call and its result in that session (see :meth:`_record_call`).
-        Under ``profile``, a tool outside it is refused. What the downstream asks during
-        the call (elicitation, sampling, roots, logs) goes to ``session``, on the stream of
-        its request ``request_id`` (see :mod:`.relay`)."""
+        retry: Mapping[str, Any] | None = None,
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """Run a gateway tool or forward an exposed tool as the host's call. A ``session_id``
+        (an argument of ``call_tool``, or in ``_meta`` of an exposed tool's call) records the
+        call and its result in that session (see :meth:`_record_call`). Under ``profile``, a
+        tool outside it is refused.
+
+        The call goes downstream as the host's (see :meth:`Connection.call_tool`): with its
+        ``_meta`` and ``retry`` (a 2026-07-28 host's ``inputResponses``/``requestState``), a
+        server's ``InputRequiredResult`` coming back unchanged; what the downstream asks
+        during the call (elicitation, sampling, roots, logs) goes to ``session``, on the
+        stream of its request ``request_id`` (see :mod:`.relay`). A JSON-RPC error the
+        server answers a call of an exposed tool with reaches the host as that error
+        (``MCPError``); the broker's own refusals, and every failure of ``call_tool``, are
+        tool errors."""
         if name == LIST_SERVERS:
             return self._list_servers(profile)
         await self.startup()
@@ -286,12 +294,15 @@ class GatewaySurface:
         wants_progress = meta is not None and any(
             k in meta for k in ("progress_token", "progressToken")
         )
-        host = None if session is None or request_id is None else Host(session, request_id)
+        host = None if session is None or request_id is None else Host(session, request_id, meta)
         with calling_for(host):
             result = await self._forward(
-                checked.server, checked.tool, checked.arguments, session if wants_progress else None
+                checked,
+                session if wants_progress else None,
+                retry,
+                as_written=name != CALL_TOOL,
             )
-        if checked.session_id is not None:
+        if checked.session_id is not None and isinstance(result, types.CallToolResult):
             await self._record_call(checked, result)
         return result
 
@@ -397,14 +408,21 @@ class GatewaySurface:
         return schema_problem(server, tool, item.input_schema, arguments)
 
     async def _forward(
-        self, server: str, tool: str, arguments: dict[str, Any], session: ServerSession | None
-    ) -> types.CallToolResult:
+        self,
+        call: _Forward,
+        session: ServerSession | None,
+        retry: Mapping[str, Any] | None,
+        *,
+        as_written: bool,
+    ) -> types.CallToolResult | types.InputRequiredResult:
         """Call downstream; ``session`` (given when the host asked for progress) receives the
-        downstream's progress notifications."""
+        downstream's progress notifications, whole numbers as whole numbers. With
+        ``as_written``, a JSON-RPC error of the server is raised as it sent it."""
+        server, tool, arguments = call.server, call.tool, call.arguments
 
         async def progress(value: float, total: float | None, message: str | None) -> None:
             assert session is not None
-            await session.report_progress(value, total, message)
+            await session.report_progress(_number(value), _number(total), message)
 
         callback = progress if session is not None else None
         configured = self.gateway.server_config(server) is not None
@@ -413,11 +431,16 @@ class GatewaySurface:
         with self.observer.downstream_call(server, tool, configured=configured):
             try:
                 result = await self.gateway.call_tool(
-                    server, tool, arguments, progress_callback=callback
+                    server, tool, arguments, progress_callback=callback, retry=retry
                 )
             except GatewayError as exc:
                 self.observer.downstream_failed(server, configured=configured)
+                error = getattr(exc, "error", None)
+                if as_written and isinstance(error, types.ErrorData):
+                    raise MCPError.from_error_data(error) from None
                 return error_result(str(exc))
+            if isinstance(result, types.InputRequiredResult):
+                return result
             if result.is_error:
                 self.observer.downstream_failed(server, configured=configured)
             return self._capped(server, tool, result)
@@ -458,6 +481,14 @@ class GatewaySurface:
             content=[types.TextContent(type="text", text=render_servers(out))],
             structured_content=out.model_dump(mode="json"),
         )
+
+
+def _number(value: float | None) -> Any:
+    """A progress value as the downstream most likely wrote it: the SDK reads every one as a
+    float, so a whole number goes back out as an integer (JSON has one number type)."""
+    if value is not None and value.is_integer():
+        return int(value)
+    return value
 
 
 def _nothing_to_cancel(reason: str) -> None:

@@ -160,7 +160,7 @@ def _tool_handlers(
 
     async def on_call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         spec = runner.specs.get(params.name)
         if spec is not None:
             if surface is not None:  # early calls wait for the first gathering (bounded)
@@ -178,6 +178,12 @@ def _tool_handlers(
                 params.meta,
                 profile,
                 request_id=ctx.request_id,
+                retry=params.model_dump(
+                    by_alias=True,
+                    mode="json",
+                    exclude_none=True,
+                    include={"input_responses", "request_state"},
+                ),
             )
         if _with_servers(surface):
             raise MCPError(types.INVALID_PARAMS, surface.gateway.unknown_tool(params.name))

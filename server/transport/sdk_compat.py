@@ -12,6 +12,9 @@ re-read each item below in the new SDK and run tests/server/test_fast_path_contr
 - ``mcp.client.stdio.get_default_environment``: the environment the SDK gives a spawned
   server, so the broker's own stdio transport spawns servers alike.
 - ``mcp.shared._stream_protocols.ReadStream``: the read-stream type ``ClientSession`` takes.
+- ``ClientSession._stamp`` and ``ClientSession._dispatcher.send_raw_request``: how a request
+  is stamped with the session's ``_meta`` and sent as JSON; :func:`send_raw` uses them to send
+  a host's request downstream with the host's own ``_meta`` keys and take the answer as sent.
 
 The fast path (``server.transport.passthrough`` answering plain forwarded calls from the stdio wire,
 ``server.gateway.stdio_link``'s request lane to stdio downstream servers) is on unless
@@ -25,7 +28,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Any
 
+from mcp import ClientSession
 from mcp.client.stdio import get_default_environment
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared._stream_protocols import ReadStream
@@ -39,6 +44,7 @@ __all__ = [
     "connection_key",
     "default_environment",
     "fast_path_enabled",
+    "send_raw",
     "terminate_process_tree",
 ]
 
@@ -57,6 +63,32 @@ terminate_process_tree = terminate_posix_process_tree
 def connection_key(session: object) -> int:
     """One key per host connection, the same for every request's session object on it."""
     return id(getattr(session, "_connection", session))
+
+
+async def send_raw(
+    session: ClientSession,
+    method: str,
+    params: Mapping[str, Any],
+    *,
+    meta: Mapping[str, Any],
+    timeout: float | None,
+    on_progress: Any = None,
+) -> dict[str, Any]:
+    """Send ``method`` with ``params`` on ``session`` and return the result object as the
+    server sent it (its JSON-RPC error raises ``MCPError`` carrying it as sent). The session
+    stamps the request as it stamps its own (protocol version, headers); the keys of ``meta``
+    then replace the stamp's, so the server reads the host's ``_meta`` (client info and
+    capabilities, log level, progress token, trace context) and not the broker's."""
+    data: dict[str, Any] = {"method": method, "params": dict(params)}
+    opts: dict[str, Any] = {}
+    session._stamp(data, opts)  # type: ignore[arg-type]
+    stamped = data["params"].setdefault("_meta", {})
+    stamped.update(meta)
+    if timeout is not None:
+        opts["timeout"] = timeout
+    if on_progress is not None:
+        opts["on_progress"] = on_progress
+    return await session._dispatcher.send_raw_request(method, data["params"], opts)  # type: ignore[arg-type]
 
 
 def fast_path_enabled(configured: bool, environ: Mapping[str, str] | None = None) -> bool:
