@@ -19,11 +19,13 @@ notifications arrive through :meth:`ResourceProxy.notice`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Literal, TypeVar
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Literal, TypeVar
 
 import anyio
 import mcp_types as types
+from mcp import ClientSession
+from pydantic import TypeAdapter
 
 from .connection import Connection, _all_pages
 from .errors import GatewayError, UnknownToolError
@@ -36,6 +38,13 @@ from .templates import TemplateTable, wrap_template
 __all__ = ["BROKER_PROMPTS", "ListsChangedFn", "ResourceProxy"]
 
 log = logging.getLogger(__name__)
+
+_READ_OUTCOME: TypeAdapter[types.ReadResourceResult | types.InputRequiredResult] = TypeAdapter(
+    types.ReadResourceResult | types.InputRequiredResult
+)
+_PROMPT_OUTCOME: TypeAdapter[types.GetPromptResult | types.InputRequiredResult] = TypeAdapter(
+    types.GetPromptResult | types.InputRequiredResult
+)
 T = TypeVar("T")
 
 ListsChangedFn = Callable[[Literal["resources", "prompts"]], Awaitable[None]]
@@ -57,6 +66,7 @@ class ResourceProxy:
         self._resources: dict[str, tuple[str, str]] = {}  # exposed URI -> (server, uri)
         self._templates = TemplateTable()
         self.subscriptions = Subscriptions()
+        self._subscribed_on: dict[str, Connection] = {}  # server -> where its subscriptions are
         self.lists_changed: ListsChangedFn | None = None
 
     def _prefix(self, server: str) -> str | None:
@@ -145,15 +155,26 @@ class ResourceProxy:
         target = self._prompts.get(name)
         return target[0] if target is not None else None
 
-    async def read_resource(self, uri: str) -> types.ReadResourceResult:
-        """Read an exposed resource URI from its server; content URIs come back exposed."""
+    async def read_resource(
+        self, uri: str, retry: Mapping[str, Any] | None = None
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
+        """Read an exposed resource URI from its server as the host's request (see
+        ``Connection.request``); content URIs come back exposed."""
         server_name, original = await self._resource_target(uri)
         server = self._servers.get(server_name)
         conn = server.live(original)
         try:
-            result = await conn.session.read_resource(original)
+            result = await conn.request(
+                "resources/read",
+                {"uri": original},
+                _READ_OUTCOME,
+                timeout=server.config.timeout,
+                retry=retry,
+            )
         except Exception as exc:
             raise server.call_failed(conn, f"resource {original!r}", exc, tool=None) from None
+        if isinstance(result, types.InputRequiredResult):
+            return result
         prefix = server.config.prefix
         contents = [
             c.model_copy(update={"uri": wrap_resource_uri(server_name, c.uri, prefix)})
@@ -184,9 +205,13 @@ class ResourceProxy:
         return sorted(rows, key=lambda p: p.name)
 
     async def get_prompt(
-        self, name: str, arguments: dict[str, str] | None = None
-    ) -> types.GetPromptResult:
-        """Render a prompt by its exposed name on its server."""
+        self,
+        name: str,
+        arguments: dict[str, str] | None = None,
+        retry: Mapping[str, Any] | None = None,
+    ) -> types.GetPromptResult | types.InputRequiredResult:
+        """Render a prompt by its exposed name on its server, as the host's request (see
+        ``Connection.request``)."""
         if name not in self._prompts:
             await self.list_prompts()
         target = self._prompts.get(name)
@@ -195,8 +220,13 @@ class ResourceProxy:
         server_name, original = target
         server = self._servers.get(server_name)
         conn = server.live(original)
+        params: dict[str, Any] = {"name": original}
+        if arguments is not None:
+            params["arguments"] = arguments
         try:
-            result = await conn.session.get_prompt(original, arguments)
+            result = await conn.request(
+                "prompts/get", params, _PROMPT_OUTCOME, timeout=server.config.timeout, retry=retry
+            )
         except Exception as exc:
             raise server.call_failed(conn, f"prompt {original!r}", exc, tool=None) from None
         return self._redactor.redact_model(result)
@@ -287,11 +317,16 @@ class ResourceProxy:
 
     async def subscribe(self, uri: str, host: HostSession) -> None:
         """Send ``host`` the updates of the resource exposed as ``uri``: subscribed on its
-        server (once for all hosts), which must have declared ``resources.subscribe``."""
+        server (once for all hosts, on the connection's stateful session), which must have
+        declared ``resources.subscribe``."""
         server_name, original = await self._resource_target(uri)
         server = self._servers.get(server_name)
         conn = server.live(original)
-        caps = conn.capabilities.resources
+        try:
+            session = await conn.stateful_session()
+        except Exception as exc:
+            raise server.call_failed(conn, f"resource {original!r}", exc, tool=None) from None
+        caps = (session.server_capabilities or types.ServerCapabilities()).resources
         if caps is None or not caps.subscribe:
             raise GatewayError(
                 f"resource {uri[:200]!r}: downstream server {server_name!r} does not offer "
@@ -303,10 +338,11 @@ class ResourceProxy:
             return
         request = types.SubscribeRequest(params=types.SubscribeRequestParams(uri=original))
         try:
-            await conn.session.send_request(request, types.EmptyResult)
+            await session.send_request(request, types.EmptyResult)
         except Exception as exc:
             self.subscriptions.remove(uri, host)
             raise server.call_failed(conn, f"resource {original!r}", exc, tool=None) from None
+        self._subscribed_on[server_name] = conn
 
     async def unsubscribe(self, uri: str, host: HostSession) -> None:
         """Stop sending ``host`` the updates of ``uri``; the last host to leave a resource
@@ -318,12 +354,35 @@ class ResourceProxy:
         request = types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=target[1]))
         try:
             with anyio.fail_after(server.config.timeout):
-                await server.connection.session.send_request(request, types.EmptyResult)
+                session = await server.connection.stateful_session()
+                await session.send_request(request, types.EmptyResult)
         except Exception as exc:
             log.info(
                 "%s",
                 self._redactor.redact(f"downstream {target[0]!r}: unsubscribe failed: {exc!r}"),
             )
+
+    async def renew(self, server_name: str, conn: Connection) -> None:
+        """Subscribe again on a server's new connection to the resources hosts still want
+        (a server forgets subscriptions with the connection they were made on); a failure
+        is logged. Called once the connection serves (its stateful session may take a
+        moment to be ready)."""
+        if self._subscribed_on.get(server_name, conn) is conn:
+            return
+        self._subscribed_on[server_name] = conn
+        server = self._servers.find(server_name)
+        timeout = server.config.timeout if server is not None else 10.0
+        try:
+            with anyio.fail_after(timeout):
+                session = await _when_ready(conn)
+                for _, original in self.subscriptions.targets(server_name):
+                    params = types.SubscribeRequestParams(uri=original)
+                    await session.send_request(
+                        types.SubscribeRequest(params=params), types.EmptyResult
+                    )
+        except Exception as exc:
+            message = f"downstream {server_name!r}: subscribing again failed: {exc!r}"
+            log.warning("%s", self._redactor.redact(message))
 
     async def notice(self, server: str, message: types.ServerNotification) -> None:
         """A downstream's notification about its resources or prompts, passed on to hosts:
@@ -341,3 +400,13 @@ async def _templates(conn: Connection) -> list[types.ResourceTemplate]:
     if conn.capabilities.resources is None:
         return []
     return await _all_pages(conn.session.list_resource_templates, "resource_templates")
+
+
+async def _when_ready(conn: Connection) -> ClientSession:
+    """The connection's stateful session, once what keeps it is running (it starts beside the
+    connection, so a moment after it)."""
+    while True:
+        try:
+            return await conn.stateful_session()
+        except RuntimeError:  # not serving yet
+            await anyio.sleep(0.05)

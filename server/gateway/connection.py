@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import anyio
 import httpx2
@@ -51,6 +51,7 @@ _CALL_OUTCOME: TypeAdapter[types.CallToolResult | types.InputRequiredResult] = T
     types.CallToolResult | types.InputRequiredResult
 )
 _JSON_OBJECT: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+_R = TypeVar("_R")
 _STDERR_TAIL = 2000
 _SendFn = Callable[
     [types.InputResponses | None, str | None],
@@ -182,6 +183,15 @@ class Connection:
         async with self._lanes.use(host.declared(), host.client_info()) as lane:
             yield lane
 
+    async def stateful_session(self) -> ClientSession:
+        """The session for requests that set up state on one connection of the server
+        (``resources/subscribe``, a handshake-era method): a handshake-era session kept open
+        beside a 2026-07-28 one over HTTP (see :meth:`.eras.HandshakeLanes.pinned`), else
+        the connection's own."""
+        if self._lanes is None:
+            return self.session
+        return (await self._lanes.pinned()).session
+
     def _sender(
         self,
         session: ClientSession,
@@ -264,6 +274,29 @@ class Connection:
             send = self._sender(lane.session, name, arguments, timeout, progress_callback)
             with lane.relay.call():
                 return await self._finished(lane, await send(None, None), send)
+
+    async def request(
+        self,
+        method: str,
+        params: Mapping[str, Any],
+        result: TypeAdapter[_R],
+        *,
+        timeout: float | None,
+        retry: Mapping[str, Any] | None = None,
+    ) -> _R:
+        """Send ``method`` as the host it is made for (see :meth:`call_tool`): a 2026-07-28
+        host's with its ``_meta`` and ``retry``, its answer (an ``InputRequiredResult`` too)
+        read by ``result`` as sent; a handshake-era host's over its session (:meth:`_lane`),
+        where what the server asks meanwhile reaches the host."""
+        host = current_host()
+        if host is not None and host.modern and self.modern:
+            meta, params = host.forwarded_meta(), {**params, **(retry or {})}
+        else:
+            meta = {}
+        async with self._lane(host) as lane:
+            with lane.relay.call():
+                raw = await send_raw(lane.session, method, params, meta=meta, timeout=timeout)
+        return result.validate_python(raw, by_name=False)
 
     async def call_tool_json(
         self, name: str, arguments: dict[str, Any] | None, *, timeout: float | None

@@ -43,6 +43,7 @@ class Lane:
     relay: Relay
     closed: anyio.Event = field(default_factory=anyio.Event)  # its transport ended
     busy: int = 0
+    pinned: bool = False  # never closed for room
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
 
 
@@ -107,13 +108,21 @@ class HandshakeLanes:
             self._lanes.move_to_end(key)
             return lane
 
+    async def pinned(self) -> Lane:
+        """A lane declaring no capabilities that is never closed for room: where requests
+        that set up state on the server's side of one connection (``resources/subscribe``)
+        go, so what the server later sends about them keeps arriving."""
+        lane = await self._get("pinned", types.ClientCapabilities(), None)
+        lane.pinned = True
+        return lane
+
     def _make_room(self) -> None:
         """Close the least recently used idle lanes beyond the limit."""
         for key in list(self._lanes):
             if len(self._lanes) <= self._limit:
                 return
             lane = self._lanes[key]
-            if lane.busy == 0:
+            if lane.busy == 0 and not lane.pinned:
                 del self._lanes[key]
                 lane.scope.cancel()
 

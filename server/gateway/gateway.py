@@ -31,7 +31,7 @@ from ._proxy import ResourceProxy
 from .connection import Connection
 from .errors import GatewayError
 from .models import ExposedTool, GatewaySettings, ServerStatus
-from .naming import ExposedNames
+from .naming import ExposedNames, broker_tool_names
 from .secrets import Redactor
 from .server_state import ServerChanges, ServerState, ServerTable, diff_servers
 from .servers_file import resolve_servers
@@ -201,6 +201,18 @@ class Gateway:
         name that one server alone has; else None (see :meth:`unknown_tool`)."""
         return self._names.resolve(exposed_name)
 
+    def bare_server(self, name: str) -> str | None:
+        """The server a call of ``name``, which no server lists, goes to as it would if the
+        host were connected to that server alone: the one server that keeps its own names
+        (``prefix = ""``), when exactly one does, it is connected and ``name`` is none of
+        its tools (listed, disabled or held) nor the broker's; else None."""
+        own = [s for s in self._servers if s.config.prefix == ""]
+        if len(own) != 1 or name in broker_tool_names():
+            return None
+        state = own[0]
+        known = any(t.name == name for t in state.tools) or name in state.held
+        return state.name if state.connected and not known else None
+
     def unknown_tool(self, name: str) -> str:
         """Why a call of ``name`` reaches no tool: the servers that share it, or how to find
         the tools there are."""
@@ -305,9 +317,12 @@ class Gateway:
         """Resources of every connected server under their exposed URIs (see ``naming``)."""
         return await self._proxy.list_resources()
 
-    async def read_resource(self, uri: str) -> types.ReadResourceResult:
-        """Read a downstream resource by its exposed URI."""
-        return await self._proxy.read_resource(uri)
+    async def read_resource(
+        self, uri: str, retry: Mapping[str, Any] | None = None
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
+        """Read a downstream resource by its exposed URI, as the host's request (``retry``:
+        a 2026-07-28 host's ``inputResponses`` and ``requestState``)."""
+        return await self._proxy.read_resource(uri, retry)
 
     async def resource_server(self, uri: str) -> str | None:
         """The server whose resource is exposed as ``uri`` (listing them if need be), or None."""
@@ -322,10 +337,14 @@ class Gateway:
         return await self._proxy.list_prompts()
 
     async def get_prompt(
-        self, name: str, arguments: dict[str, str] | None = None
-    ) -> types.GetPromptResult:
-        """Render a prompt by its exposed name."""
-        return await self._proxy.get_prompt(name, arguments)
+        self,
+        name: str,
+        arguments: dict[str, str] | None = None,
+        retry: Mapping[str, Any] | None = None,
+    ) -> types.GetPromptResult | types.InputRequiredResult:
+        """Render a prompt by its exposed name, as the host's request (``retry`` as for
+        :meth:`read_resource`)."""
+        return await self._proxy.get_prompt(name, arguments, retry)
 
     @property
     def resources(self) -> ResourceProxy:
@@ -353,6 +372,7 @@ class Gateway:
             environ=self._environ,
             on_tools=self._apply_tools,
             on_notice=self._proxy.notice,
+            on_serving=self._proxy.renew,
         )
         scope = self._scopes[server.name] = anyio.CancelScope()
         self._tg.start_soon(self._supervise, supervisor, scope, name=f"gateway:{server.name}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 ToolsFn = Callable[[ServerState, list[types.Tool], Connection], None]
 NoticeFn = Callable[[str, types.ServerNotification], Awaitable[None]]
+ServingFn = Callable[[str, Connection], Coroutine[Any, Any, None]]
 _PASSED_ON = (
     types.ResourceUpdatedNotification,
     types.ResourceListChangedNotification,
@@ -49,7 +50,8 @@ class Supervisor:
     ``on_tools(server, tools, connection)`` is called after every successful listing (the
     gateway updates the catalog and marks the server connected); ``on_notice(server name,
     notification)`` gets the server's ``resources/updated`` and its resource and prompt
-    list changes, to pass on to hosts.
+    list changes, to pass on to hosts; ``on_serving(server name, connection)`` runs beside
+    each new connection (subscriptions are made again on it).
     """
 
     def __init__(
@@ -61,9 +63,11 @@ class Supervisor:
         environ: Mapping[str, str],
         on_tools: ToolsFn,
         on_notice: NoticeFn | None = None,
+        on_serving: ServingFn | None = None,
     ) -> None:
         self.server = server
         self.on_notice = on_notice
+        self.on_serving = on_serving
         self.settings = settings
         self.redactor = redactor
         self.environ = environ
@@ -157,6 +161,8 @@ class Supervisor:
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._refresher, conn)
             tg.start_soon(conn.serve)
+            if self.on_serving is not None:
+                tg.start_soon(self.on_serving, self.server.name, conn)
             await conn.closed.wait()
             tg.cancel_scope.cancel()
 

@@ -260,7 +260,16 @@ class GatewaySurface:
         a downstream tool's exposed name."""
         if name in (CALL_TOOL, LIST_SERVERS):
             return self.gateway.has_servers()
-        return self.gateway.resolve(name) is not None
+        return self._target(name) is not None
+
+    def _target(self, name: str) -> tuple[str, str] | None:
+        """``(server, tool)`` a call of ``name`` goes to: an exposed name's, else a name no
+        server lists to the one server that keeps its own names (it answers as it would
+        directly; see :meth:`Gateway.bare_server`)."""
+        target = self.gateway.resolve(name)
+        if target is None and (server := self.gateway.bare_server(name)) is not None:
+            return server, name
+        return target
 
     async def call(
         self,
@@ -374,7 +383,7 @@ class GatewaySurface:
             server, tool, arguments = args.server, args.tool, args.arguments
             session: object = args.session_id
         else:
-            target = self.gateway.resolve(name)
+            target = self._target(name)
             if target is None:  # the exposed list changed since the host read it
                 return f"no downstream tool is exposed as {name!r}"
             (server, tool), session = target, meta_session

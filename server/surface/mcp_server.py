@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractContextManager
 from typing import Any, TypeGuard, TypeVar
 
 from mcp import MCPError, types
@@ -23,6 +24,7 @@ from contextcore.services.history import HistoryService
 from contextcore.sessions import RequestContext
 from tools.surface import BROKER_TOOLS, CONTEXT_TOOLS, ToolSpec
 
+from ..gateway.relay import Host, calling_for
 from ..gateway.surface import GatewaySurface
 from ..observability import Observer
 from ..summarizers import SummarizerFactory
@@ -178,12 +180,7 @@ def _tool_handlers(
                 params.meta,
                 profile,
                 request_id=ctx.request_id,
-                retry=params.model_dump(
-                    by_alias=True,
-                    mode="json",
-                    exclude_none=True,
-                    include={"input_responses", "request_state"},
-                ),
+                retry=retry_fields(params),
             )
         if _with_servers(surface):
             raise MCPError(types.INVALID_PARAMS, surface.gateway.unknown_tool(params.name))
@@ -223,11 +220,14 @@ def _resource_handlers(
 
     async def on_read_resource(
         ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
-    ) -> types.ReadResourceResult:
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
         uri = str(params.uri)
         if _downstream_uri(surface, uri):
             await _check_shown(uri, profile, surface)
-            return await _downstream_call(surface.gateway.read_resource(uri))
+            with _as_host(ctx, params):
+                return await _downstream_call(
+                    surface.gateway.read_resource(uri, retry_fields(params))
+                )
         return await reader.read(uri)
 
     handlers: dict[str, Any] = {
@@ -317,13 +317,37 @@ def _outside(what: str, profile: Profile | None) -> str:
     return f"{what} is not in profile {profile.name!r}; this connection shows only its servers"
 
 
+def retry_fields(params: types.InputResponseRequestParams) -> dict[str, Any]:
+    """A 2026-07-28 host's answers to a server's ``InputRequiredResult`` (``inputResponses``
+    and ``requestState``) in a retried request, as sent: what goes downstream with it."""
+    return params.model_dump(
+        by_alias=True,
+        mode="json",
+        exclude_none=True,
+        include={"input_responses", "request_state"},
+    )
+
+
+def _as_host(
+    ctx: ServerRequestContext[Any], params: types.RequestParams
+) -> AbstractContextManager[None]:
+    """Mark the downstream request made in the block as this host request's (see
+    ``server.gateway.relay``): its era, capabilities and ``_meta`` go downstream with it."""
+    rid = ctx.request_id
+    return calling_for(None if rid is None else Host(ctx.session, rid, params.meta))
+
+
 async def _downstream_call(awaitable: Awaitable[T]) -> T:
-    """Await a gateway call; its failures become protocol errors naming the server."""
+    """Await a gateway call; a JSON-RPC error the server answered with reaches the host as
+    it was sent, other failures become protocol errors naming the server."""
     from ..gateway import GatewayError
 
     try:
         return await awaitable
     except GatewayError as exc:
+        error = getattr(exc, "error", None)
+        if isinstance(error, types.ErrorData):
+            raise MCPError.from_error_data(error) from None
         raise MCPError(types.INVALID_PARAMS, str(exc)) from None
 
 
@@ -356,7 +380,7 @@ def _prompt_handlers(
 
     async def on_get_prompt(
         ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
-    ) -> types.GetPromptResult:
+    ) -> types.GetPromptResult | types.InputRequiredResult:
         if params.name == CONTEXT_PROMPT.name:
             return await prompt.get(params.arguments, ctx.session)
         if surface is None or not _with_servers(surface):
@@ -366,7 +390,10 @@ def _prompt_handlers(
             )
         if not await _prompt_shown(params.name, profile, surface):
             raise MCPError(types.INVALID_PARAMS, _outside(f"prompt {params.name[:100]!r}", profile))
-        return await _downstream_call(surface.gateway.get_prompt(params.name, params.arguments))
+        with _as_host(ctx, params):
+            return await _downstream_call(
+                surface.gateway.get_prompt(params.name, params.arguments, retry_fields(params))
+            )
 
     handlers: dict[str, Any] = {"on_list_prompts": on_list_prompts, "on_get_prompt": on_get_prompt}
     if surface is not None:  # the 2026-era stream that announces list changes

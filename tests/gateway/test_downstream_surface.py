@@ -284,3 +284,27 @@ async def test_without_a_subscribing_server_a_http_host_is_not_offered_subscript
 
         found = await until(caps)
         assert found.completions is not None and found.resources.list_changed
+
+
+async def test_subscriptions_are_made_again_when_the_server_comes_back(tmp_path: Path) -> None:
+    config = broker_config(tmp_path, server_table("plain", prefix=""))
+    text = config.read_text(encoding="utf-8").replace(
+        "[gateway]\n", "[gateway]\nbackoff_base = 0.1\nbackoff_max = 0.2\n"
+    )
+    config.write_text(text, encoding="utf-8")
+    async with stdio_host(config) as host:
+        session = host.session
+        await until(lambda: session.read_resource("test://static"))
+        await subscribe(session, "test://static")
+        with anyio.fail_after(20):
+            crashed = await session.call_tool("crash", {})
+        assert crashed.is_error
+
+        async def touched() -> bool:
+            result = await session.call_tool("touch", {"uri": "test://static"})
+            block = result.content[0]
+            return isinstance(block, types.TextContent) and block.text == "told 1"
+
+        assert await until(touched)  # the new process was subscribed by the broker
+        (update,) = await host.wait_for(types.ResourceUpdatedNotification)
+        assert str(update.params.uri) == "test://static"
