@@ -358,7 +358,7 @@ def _cost_table(blocks: Blocks) -> None:
     direct = _flat(blocks["direct"])
     print("\ncost of the change: ratio to direct, before and after")
     head = f"{'before':>8} {'after':>7} {'after/before':>13}"
-    print(f"{'':<6}  {'at p50':^30}  {'at p95':^30}")
+    print(f"{'':<6}  {'at p50':^30}  {'at p95':^30}".rstrip())
     print(f"{'':<6}  {head}  {head}  per-block")
     for transport in ("stdio", "http"):
         after, before = blocks[f"broker {transport}"], blocks[f"before {transport}"]
