@@ -4,9 +4,9 @@ from an already built broker; the broker reaches the handlers through closures."
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
-from typing import Any, TypeGuard, TypeVar
+from typing import Any
 
 from mcp import MCPError, types
 from mcp.server import NotificationOptions, Server, ServerRequestContext
@@ -28,8 +28,20 @@ from ..gateway.relay import Host, calling_for
 from ..gateway.surface import GatewaySurface
 from ..observability import Observer
 from ..summarizers import SummarizerFactory
-from ..ui.app import APP_URI, tool_meta
+from ..ui.app import tool_meta
 from ..ui.view import APP_TOOL
+from .downstream import (
+    check_shown,
+    completion_handler,
+    downstream_call,
+    downstream_uri,
+    outside,
+    prompt_shown,
+    resource_shown,
+    subscription_handlers,
+    template_shown,
+    with_servers,
+)
 from .prompts import CONTEXT_PROMPT, ContextPrompt
 from .resources import ResourceReader, resource_templates
 from .tool_calls import ContextListener, ToolRunner
@@ -37,7 +49,6 @@ from .tool_calls import ContextListener, ToolRunner
 __all__ = ["SERVER_NAME", "build_server", "list_tools"]
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 SERVER_NAME = "context-broker"
 TOOLS = (*BROKER_TOOLS, APP_TOOL)
@@ -182,7 +193,7 @@ def _tool_handlers(
                 request_id=ctx.request_id,
                 retry=retry_fields(params),
             )
-        if _with_servers(surface):
+        if with_servers(surface):
             raise MCPError(types.INVALID_PARAMS, surface.gateway.unknown_tool(params.name))
         names = ", ".join(runner.specs)
         raise MCPError(
@@ -205,27 +216,27 @@ def _resource_handlers(
         extra = await surface.gateway.list_resources() if surface is not None else []
         if surface is not None:
             surface.notifier.remember(ctx.session)  # for resources/list_changed
-        extra = [r for r in extra if await _resource_shown(str(r.uri), profile, surface)]
+        extra = [r for r in extra if await resource_shown(str(r.uri), profile, surface)]
         return types.ListResourcesResult(resources=[*reader.list(), *extra])
 
     async def on_list_templates(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
         own = resource_templates()
-        if not _with_servers(surface):
+        if not with_servers(surface):
             return types.ListResourceTemplatesResult(resource_templates=own)
         extra = await surface.gateway.resources.list_templates()
-        extra = [t for t in extra if await _template_shown(t.uri_template, profile, surface)]
+        extra = [t for t in extra if await template_shown(t.uri_template, profile, surface)]
         return types.ListResourceTemplatesResult(resource_templates=[*own, *extra])
 
     async def on_read_resource(
         ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult | types.InputRequiredResult:
         uri = str(params.uri)
-        if _downstream_uri(surface, uri):
-            await _check_shown(uri, profile, surface)
+        if downstream_uri(surface, uri):
+            await check_shown(uri, profile, surface)
             with _as_host(ctx, params):
-                return await _downstream_call(
+                return await downstream_call(
                     surface.gateway.read_resource(uri, retry_fields(params))
                 )
         return await reader.read(uri)
@@ -236,85 +247,8 @@ def _resource_handlers(
         "on_read_resource": on_read_resource,
     }
     if surface is not None:
-        handlers |= _subscription_handlers(surface, profile)
+        handlers |= subscription_handlers(surface, profile)
     return handlers
-
-
-def _downstream_uri(surface: GatewaySurface | None, uri: str) -> TypeGuard[GatewaySurface]:
-    """Whether a resource URI goes to the gateway: a downstream's resource keeps its own URI
-    under prefix = "" (and a ui:// one always), so whatever is not the broker's own does."""
-    own = uri.startswith("context://") or uri == APP_URI
-    return _with_servers(surface) and not own
-
-
-async def _check_shown(uri: str, profile: Profile | None, surface: GatewaySurface) -> None:
-    """Refuse a downstream resource outside ``profile``."""
-    if not await _resource_shown(uri, profile, surface):
-        raise MCPError(types.INVALID_PARAMS, _outside(f"resource {uri[:200]!r}", profile))
-
-
-def _subscription_handlers(surface: GatewaySurface, profile: Profile | None) -> dict[str, Any]:
-    """``resources/subscribe`` and ``unsubscribe`` for downstream resources, remembered per
-    host connection (the broker's own resources send no updates)."""
-
-    async def on_subscribe(
-        ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
-    ) -> types.EmptyResult:
-        uri = str(params.uri)
-        if not _downstream_uri(surface, uri):
-            raise MCPError(
-                types.INVALID_PARAMS,
-                f"resource {uri[:200]!r} sends no updates: subscriptions are for downstream "
-                "servers' resources",
-            )
-        await _check_shown(uri, profile, surface)
-        await _downstream_call(surface.gateway.resources.subscribe(uri, ctx.session))
-        return types.EmptyResult()
-
-    async def on_unsubscribe(
-        ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams
-    ) -> types.EmptyResult:
-        await surface.gateway.resources.unsubscribe(str(params.uri), ctx.session)
-        return types.EmptyResult()
-
-    return {"on_subscribe_resource": on_subscribe, "on_unsubscribe_resource": on_unsubscribe}
-
-
-def _with_servers(surface: GatewaySurface | None) -> TypeGuard[GatewaySurface]:
-    """Whether a gateway with at least one downstream server is behind ``surface``: without
-    one, hosts see the broker alone (a reload may add the first server later)."""
-    return surface is not None and surface.gateway.has_servers()
-
-
-async def _resource_shown(
-    uri: str, profile: Profile | None, surface: GatewaySurface | None
-) -> bool:
-    """Whether a downstream resource (by its exposed URI) is in ``profile``: its server's."""
-    if profile is None or profile.servers is None or surface is None:
-        return True
-    server = await surface.gateway.resource_server(uri)
-    return server is not None and profile.allows_server(server)
-
-
-async def _template_shown(exposed: str, profile: Profile | None, surface: GatewaySurface) -> bool:
-    """Whether a downstream resource template (as exposed) is in ``profile``: its server's."""
-    if profile is None or profile.servers is None:
-        return True
-    server = await surface.gateway.resources.template_server(exposed)
-    return server is not None and profile.allows_server(server)
-
-
-async def _prompt_shown(name: str, profile: Profile | None, surface: GatewaySurface) -> bool:
-    """Whether a downstream prompt (by its exposed name) is in ``profile``: its server's."""
-    if profile is None or profile.servers is None:
-        return True
-    server = await surface.gateway.prompt_server(name)
-    return server is not None and profile.allows_server(server)
-
-
-def _outside(what: str, profile: Profile | None) -> str:
-    assert profile is not None
-    return f"{what} is not in profile {profile.name!r}; this connection shows only its servers"
 
 
 def retry_fields(params: types.InputResponseRequestParams) -> dict[str, Any]:
@@ -335,20 +269,6 @@ def _as_host(
     ``server.gateway.relay``): its era, capabilities and ``_meta`` go downstream with it."""
     rid = ctx.request_id
     return calling_for(None if rid is None else Host(ctx.session, rid, params.meta))
-
-
-async def _downstream_call(awaitable: Awaitable[T]) -> T:
-    """Await a gateway call; a JSON-RPC error the server answered with reaches the host as
-    it was sent, other failures become protocol errors naming the server."""
-    from ..gateway import GatewayError
-
-    try:
-        return await awaitable
-    except GatewayError as exc:
-        error = getattr(exc, "error", None)
-        if isinstance(error, types.ErrorData):
-            raise MCPError.from_error_data(error) from None
-        raise MCPError(types.INVALID_PARAMS, str(exc)) from None
 
 
 def _context_listener(observer: Observer, surface: GatewaySurface | None) -> ContextListener:
@@ -375,7 +295,7 @@ def _prompt_handlers(
         extra = await surface.gateway.list_prompts() if surface is not None else []
         if surface is not None:
             surface.notifier.remember(ctx.session)  # for prompts/list_changed
-        extra = [p for p in extra if surface and await _prompt_shown(p.name, profile, surface)]
+        extra = [p for p in extra if surface and await prompt_shown(p.name, profile, surface)]
         return types.ListPromptsResult(prompts=[CONTEXT_PROMPT, *extra])
 
     async def on_get_prompt(
@@ -383,53 +303,23 @@ def _prompt_handlers(
     ) -> types.GetPromptResult | types.InputRequiredResult:
         if params.name == CONTEXT_PROMPT.name:
             return await prompt.get(params.arguments, ctx.session)
-        if surface is None or not _with_servers(surface):
+        if surface is None or not with_servers(surface):
             raise MCPError(
                 types.INVALID_PARAMS,
                 f"unknown prompt {params.name[:100]!r}; this server has: {CONTEXT_PROMPT.name}",
             )
-        if not await _prompt_shown(params.name, profile, surface):
-            raise MCPError(types.INVALID_PARAMS, _outside(f"prompt {params.name[:100]!r}", profile))
+        if not await prompt_shown(params.name, profile, surface):
+            raise MCPError(types.INVALID_PARAMS, outside(f"prompt {params.name[:100]!r}", profile))
         with _as_host(ctx, params):
-            return await _downstream_call(
+            return await downstream_call(
                 surface.gateway.get_prompt(params.name, params.arguments, retry_fields(params))
             )
 
     handlers: dict[str, Any] = {"on_list_prompts": on_list_prompts, "on_get_prompt": on_get_prompt}
     if surface is not None:  # the 2026-era stream that announces list changes
         handlers["on_subscriptions_listen"] = ListenHandler(surface.notifier.bus)
-        handlers["on_completion"] = _completion_handler(surface, profile)
+        handlers["on_completion"] = completion_handler(surface, profile)
     return handlers
-
-
-def _completion_handler(surface: GatewaySurface, profile: Profile | None) -> Any:
-    """``completion/complete``: a downstream prompt's or resource template's arguments are
-    completed by its server; the broker's own prompt and templates offer no completions."""
-    own_templates = {t.uri_template for t in resource_templates()}
-
-    async def on_completion(
-        ctx: ServerRequestContext[Any], params: types.CompleteRequestParams
-    ) -> types.CompleteResult:
-        ref = params.ref
-        if isinstance(ref, types.PromptReference):
-            what, own = f"prompt {ref.name[:100]!r}", ref.name == CONTEXT_PROMPT.name
-        else:
-            what, own = f"resource template {ref.uri[:200]!r}", ref.uri in own_templates
-        if own:
-            return types.CompleteResult(completion=types.Completion(values=[]))
-        if not _with_servers(surface):
-            raise MCPError(
-                types.INVALID_PARAMS, f"no {what}: see prompts/list and resources/templates/list"
-            )
-        if isinstance(ref, types.PromptReference):
-            shown = await _prompt_shown(ref.name, profile, surface)
-        else:
-            shown = await _template_shown(ref.uri, profile, surface)
-        if not shown:
-            raise MCPError(types.INVALID_PARAMS, _outside(what, profile))
-        return await _downstream_call(surface.gateway.resources.complete(params))
-
-    return on_completion
 
 
 def _add_logging(server: Server[Any]) -> None:

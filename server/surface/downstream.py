@@ -1,0 +1,153 @@
+"""What a host reaches of the downstream servers besides their tools, for the handlers of
+:mod:`.mcp_server`: whether a resource, template or prompt is a downstream's and in the
+host's profile, gateway calls whose failures become protocol errors, subscriptions to
+downstream resources and completions of downstream prompts and templates."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Any, TypeGuard, TypeVar
+
+from mcp import MCPError, types
+from mcp.server import ServerRequestContext
+
+from contextcore.profiles import Profile
+
+from ..gateway.surface import GatewaySurface
+from ..ui.app import APP_URI
+from .prompts import CONTEXT_PROMPT
+from .resources import resource_templates
+
+__all__ = [
+    "check_shown",
+    "completion_handler",
+    "downstream_call",
+    "downstream_uri",
+    "outside",
+    "prompt_shown",
+    "resource_shown",
+    "subscription_handlers",
+    "template_shown",
+    "with_servers",
+]
+
+T = TypeVar("T")
+
+
+def with_servers(surface: GatewaySurface | None) -> TypeGuard[GatewaySurface]:
+    """Whether a gateway with at least one downstream server is behind ``surface``: without
+    one, hosts see the broker alone (a reload may add the first server later)."""
+    return surface is not None and surface.gateway.has_servers()
+
+
+async def resource_shown(uri: str, profile: Profile | None, surface: GatewaySurface | None) -> bool:
+    """Whether a downstream resource (by its exposed URI) is in ``profile``: its server's."""
+    if profile is None or profile.servers is None or surface is None:
+        return True
+    server = await surface.gateway.resource_server(uri)
+    return server is not None and profile.allows_server(server)
+
+
+async def template_shown(exposed: str, profile: Profile | None, surface: GatewaySurface) -> bool:
+    """Whether a downstream resource template (as exposed) is in ``profile``: its server's."""
+    if profile is None or profile.servers is None:
+        return True
+    server = await surface.gateway.resources.template_server(exposed)
+    return server is not None and profile.allows_server(server)
+
+
+async def prompt_shown(name: str, profile: Profile | None, surface: GatewaySurface) -> bool:
+    """Whether a downstream prompt (by its exposed name) is in ``profile``: its server's."""
+    if profile is None or profile.servers is None:
+        return True
+    server = await surface.gateway.prompt_server(name)
+    return server is not None and profile.allows_server(server)
+
+
+def outside(what: str, profile: Profile | None) -> str:
+    assert profile is not None
+    return f"{what} is not in profile {profile.name!r}; this connection shows only its servers"
+
+
+def downstream_uri(surface: GatewaySurface | None, uri: str) -> TypeGuard[GatewaySurface]:
+    """Whether a resource URI goes to the gateway: a downstream's resource keeps its own URI
+    under prefix = "" (and a ui:// one always), so whatever is not the broker's own does."""
+    own = uri.startswith("context://") or uri == APP_URI
+    return with_servers(surface) and not own
+
+
+async def check_shown(uri: str, profile: Profile | None, surface: GatewaySurface) -> None:
+    """Refuse a downstream resource outside ``profile``."""
+    if not await resource_shown(uri, profile, surface):
+        raise MCPError(types.INVALID_PARAMS, outside(f"resource {uri[:200]!r}", profile))
+
+
+async def downstream_call(awaitable: Awaitable[T]) -> T:
+    """Await a gateway call; a JSON-RPC error the server answered with reaches the host as
+    it was sent, other failures become protocol errors naming the server."""
+    from ..gateway import GatewayError
+
+    try:
+        return await awaitable
+    except GatewayError as exc:
+        error = getattr(exc, "error", None)
+        if isinstance(error, types.ErrorData):
+            raise MCPError.from_error_data(error) from None
+        raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+
+
+def subscription_handlers(surface: GatewaySurface, profile: Profile | None) -> dict[str, Any]:
+    """``resources/subscribe`` and ``unsubscribe`` for downstream resources, remembered per
+    host connection (the broker's own resources send no updates)."""
+
+    async def on_subscribe(
+        ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
+    ) -> types.EmptyResult:
+        uri = str(params.uri)
+        if not downstream_uri(surface, uri):
+            raise MCPError(
+                types.INVALID_PARAMS,
+                f"resource {uri[:200]!r} sends no updates: subscriptions are for downstream "
+                "servers' resources",
+            )
+        await check_shown(uri, profile, surface)
+        await downstream_call(surface.gateway.resources.subscribe(uri, ctx.session))
+        return types.EmptyResult()
+
+    async def on_unsubscribe(
+        ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        await surface.gateway.resources.unsubscribe(str(params.uri), ctx.session)
+        return types.EmptyResult()
+
+    return {"on_subscribe_resource": on_subscribe, "on_unsubscribe_resource": on_unsubscribe}
+
+
+def completion_handler(surface: GatewaySurface, profile: Profile | None) -> Any:
+    """``completion/complete``: a downstream prompt's or resource template's arguments are
+    completed by its server; the broker's own prompt and templates offer no completions."""
+    own_templates = {t.uri_template for t in resource_templates()}
+
+    async def on_completion(
+        ctx: ServerRequestContext[Any], params: types.CompleteRequestParams
+    ) -> types.CompleteResult:
+        ref = params.ref
+        if isinstance(ref, types.PromptReference):
+            what, own = f"prompt {ref.name[:100]!r}", ref.name == CONTEXT_PROMPT.name
+        else:
+            what, own = f"resource template {ref.uri[:200]!r}", ref.uri in own_templates
+        if own:
+            return types.CompleteResult(completion=types.Completion(values=[]))
+        if not with_servers(surface):
+            raise MCPError(
+                types.INVALID_PARAMS, f"no {what}: see prompts/list and resources/templates/list"
+            )
+        if isinstance(ref, types.PromptReference):
+            shown = await prompt_shown(ref.name, profile, surface)
+        else:
+            shown = await template_shown(ref.uri, profile, surface)
+        if not shown:
+            raise MCPError(types.INVALID_PARAMS, outside(what, profile))
+        return await downstream_call(surface.gateway.resources.complete(params))
+
+    return on_completion
