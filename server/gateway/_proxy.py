@@ -24,15 +24,14 @@ from typing import Any, Literal, TypeVar
 
 import anyio
 import mcp_types as types
-from mcp import ClientSession
 from pydantic import TypeAdapter
 
 from .connection import Connection, _all_pages
-from .errors import GatewayError, UnknownToolError
+from .errors import UnknownToolError
 from .naming import name_all, split_resource_uri, wrap_resource_uri
 from .secrets import Redactor
 from .server_state import ServerTable
-from .subscriptions import HostSession, Subscriptions
+from .subscriptions import Subscriptions
 from .templates import TemplateTable, wrap_template
 
 __all__ = ["BROKER_PROMPTS", "ListsChangedFn", "ResourceProxy"]
@@ -65,8 +64,7 @@ class ResourceProxy:
         self._prompts: dict[str, tuple[str, str]] = {}
         self._resources: dict[str, tuple[str, str]] = {}  # exposed URI -> (server, uri)
         self._templates = TemplateTable()
-        self.subscriptions = Subscriptions()
-        self._subscribed_on: dict[str, Connection] = {}  # server -> where its subscriptions are
+        self.subscriptions = Subscriptions(servers, redactor, self._resource_target)
         self.lists_changed: ListsChangedFn | None = None
 
     def _prefix(self, server: str) -> str | None:
@@ -303,87 +301,6 @@ class ResourceProxy:
             raise server.call_failed(conn, what, exc, tool=None) from None
         return self._redactor.redact_model(result)
 
-    def subscribable(self) -> bool:
-        """Whether hosts may subscribe to downstream resources: some server declared
-        ``resources.subscribe``, or one has not answered yet (what it offers is not known,
-        and a capability cannot be given to a connected host later)."""
-        for server in self._servers:
-            if server.config.enabled and not server.first_attempt_done.is_set():
-                return True
-            caps = server.connection.capabilities.resources if server.connection else None
-            if caps is not None and caps.subscribe:
-                return True
-        return False
-
-    async def subscribe(self, uri: str, host: HostSession) -> None:
-        """Send ``host`` the updates of the resource exposed as ``uri``: subscribed on its
-        server (once for all hosts, on the connection's stateful session), which must have
-        declared ``resources.subscribe``."""
-        server_name, original = await self._resource_target(uri)
-        server = self._servers.get(server_name)
-        conn = server.live(original)
-        try:
-            session = await conn.stateful_session()
-        except Exception as exc:
-            raise server.call_failed(conn, f"resource {original!r}", exc, tool=None) from None
-        caps = (session.server_capabilities or types.ServerCapabilities()).resources
-        if caps is None or not caps.subscribe:
-            raise GatewayError(
-                f"resource {uri[:200]!r}: downstream server {server_name!r} does not offer "
-                "subscriptions (it did not declare resources.subscribe); read it again to see "
-                "whether it changed",
-                server=server_name,
-            )
-        if not self.subscriptions.add(uri, (server_name, original), host):
-            return
-        request = types.SubscribeRequest(params=types.SubscribeRequestParams(uri=original))
-        try:
-            await session.send_request(request, types.EmptyResult)
-        except Exception as exc:
-            self.subscriptions.remove(uri, host)
-            raise server.call_failed(conn, f"resource {original!r}", exc, tool=None) from None
-        self._subscribed_on[server_name] = conn
-
-    async def unsubscribe(self, uri: str, host: HostSession) -> None:
-        """Stop sending ``host`` the updates of ``uri``; the last host to leave a resource
-        unsubscribes the broker on its server (a failure there is only logged)."""
-        target = self.subscriptions.remove(uri, host)
-        server = self._servers.find(target[0]) if target is not None else None
-        if target is None or server is None or server.connection is None:
-            return
-        request = types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=target[1]))
-        try:
-            with anyio.fail_after(server.config.timeout):
-                session = await server.connection.stateful_session()
-                await session.send_request(request, types.EmptyResult)
-        except Exception as exc:
-            log.info(
-                "%s",
-                self._redactor.redact(f"downstream {target[0]!r}: unsubscribe failed: {exc!r}"),
-            )
-
-    async def renew(self, server_name: str, conn: Connection) -> None:
-        """Subscribe again on a server's new connection to the resources hosts still want
-        (a server forgets subscriptions with the connection they were made on); a failure
-        is logged. Called once the connection serves (its stateful session may take a
-        moment to be ready)."""
-        if self._subscribed_on.get(server_name, conn) is conn:
-            return
-        self._subscribed_on[server_name] = conn
-        server = self._servers.find(server_name)
-        timeout = server.config.timeout if server is not None else 10.0
-        try:
-            with anyio.fail_after(timeout):
-                session = await _when_ready(conn)
-                for _, original in self.subscriptions.targets(server_name):
-                    params = types.SubscribeRequestParams(uri=original)
-                    await session.send_request(
-                        types.SubscribeRequest(params=params), types.EmptyResult
-                    )
-        except Exception as exc:
-            message = f"downstream {server_name!r}: subscribing again failed: {exc!r}"
-            log.warning("%s", self._redactor.redact(message))
-
     async def notice(self, server: str, message: types.ServerNotification) -> None:
         """A downstream's notification about its resources or prompts, passed on to hosts:
         ``resources/updated`` to the hosts subscribed (by the URI they used), the list
@@ -400,13 +317,3 @@ async def _templates(conn: Connection) -> list[types.ResourceTemplate]:
     if conn.capabilities.resources is None:
         return []
     return await _all_pages(conn.session.list_resource_templates, "resource_templates")
-
-
-async def _when_ready(conn: Connection) -> ClientSession:
-    """The connection's stateful session, once what keeps it is running (it starts beside the
-    connection, so a moment after it)."""
-    while True:
-        try:
-            return await conn.stateful_session()
-        except RuntimeError:  # not serving yet
-            await anyio.sleep(0.05)

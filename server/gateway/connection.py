@@ -36,6 +36,7 @@ from server.settings import DownstreamConfig
 
 from ..transport.sdk_compat import ReadStream, send_raw
 from .eras import HandshakeLanes, Lane
+from .errors import UnreadableAnswer
 from .handshake import CLIENT_INFO, handshake, negotiate
 from .naming import sanitize
 from .relay import Host, Relay, current_host
@@ -124,7 +125,7 @@ def _checked_call_result(result: dict[str, Any]) -> dict[str, Any] | MCPError:
         _CALL_RESULT.validate_python(result, by_name=False)
     except ValidationError as exc:
         detail = f"malformed tools/call result: {exc.error_count()} errors"
-        return MCPError(types.INTERNAL_ERROR, detail)
+        return UnreadableAnswer(types.INTERNAL_ERROR, detail)
     return result
 
 
@@ -335,11 +336,14 @@ class Connection:
         done: Callable[[dict[str, Any] | MCPError], None],
         *,
         timeout: float | None,
+        tell: Callable[[bytes], bool] | None = None,
     ) -> Callable[[str], None] | None:
         """:meth:`call_tool_json` without a waiting task (stdio only): the request is written
         now and ``done`` is called with the checked result or the ``MCPError`` when the
-        answer is read. Returns the function that gives the call up (with a reason), or None
-        when this connection has no fast lane. Raises ``MCPError`` if it cannot be sent."""
+        answer is read; ``tell`` gets the server's log message lines meanwhile, as sent (see
+        :meth:`StdioLink.request_soon`). Returns the function that gives the call up (with
+        a reason), or None when this connection has no fast lane. Raises ``MCPError`` if it
+        cannot be sent."""
         link = self._link
         if link is None:
             return None
@@ -348,7 +352,7 @@ class Connection:
             done(outcome if isinstance(outcome, MCPError) else _checked_call_result(outcome))
 
         request_id = link.request_soon(
-            "tools/call", _call_params(name, arguments), checked, timeout=timeout
+            "tools/call", _call_params(name, arguments), checked, timeout=timeout, tell=tell
         )
         return lambda reason: link.cancel_soon(request_id, reason)
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mcp import MCPError
+
 __all__ = [
     "DownstreamError",
     "GatewayError",
@@ -29,6 +31,7 @@ __all__ = [
     "ToolHeldError",
     "UnknownServerError",
     "UnknownToolError",
+    "UnreadableAnswer",
 ]
 
 
@@ -80,6 +83,11 @@ class DownstreamError(GatewayError):
     ) -> None:
         super().__init__(message, server=server, tool=tool)
         self.error = error
+
+
+class UnreadableAnswer(MCPError):
+    """An answer of a downstream the broker could not read (a malformed result, a broken
+    line): an error made by the broker, not one the server sent."""
 
 
 class ToolHeldError(GatewayError):

@@ -284,12 +284,14 @@ class Gateway:
         tool: str,
         arguments: dict[str, Any] | None,
         done: Callable[[dict[str, Any] | GatewayError], None],
+        tell: Callable[[bytes], bool] | None = None,
     ) -> Callable[[str], None] | None:
         """:meth:`call_tool_json` with no task waiting, where the server's connection has a
         fast lane (stdio): ``done`` gets the result (secrets masked) or the ``GatewayError``,
-        from the loop that reads the answer, or at once when the call cannot be made.
-        Returns the function that gives the call up, or None (nothing done) when the call
-        needs :meth:`call_tool_json`."""
+        from the loop that reads the answer, or at once when the call cannot be made;
+        ``tell`` gets the server's log message lines meanwhile (secrets masked). Returns the
+        function that gives the call up, or None (nothing done) when the call needs
+        :meth:`call_tool_json`."""
         try:
             state = self._servers.get(server)
             original, conn = state.tool_target(tool)
@@ -305,8 +307,20 @@ class Gateway:
             else:
                 done(outcome)
 
+        def told(line: bytes) -> bool:
+            assert tell is not None
+            text = line.decode("utf-8", "replace")
+            masked = self.redactor.redact(text)
+            return tell(line if masked == text else masked.encode())
+
         try:
-            return conn.call_tool_soon(original, arguments, answered, timeout=state.config.timeout)
+            return conn.call_tool_soon(
+                original,
+                arguments,
+                answered,
+                timeout=state.config.timeout,
+                tell=told if tell is not None else None,
+            )
         except MCPError as exc:
             done(state.call_failed(conn, f"tool {original!r}", exc, tool=original))
             return _no_cancel
@@ -372,7 +386,7 @@ class Gateway:
             environ=self._environ,
             on_tools=self._apply_tools,
             on_notice=self._proxy.notice,
-            on_serving=self._proxy.renew,
+            on_serving=self._proxy.subscriptions.renew,
         )
         scope = self._scopes[server.name] = anyio.CancelScope()
         self._tg.start_soon(self._supervise, supervisor, scope, name=f"gateway:{server.name}")

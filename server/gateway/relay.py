@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -38,7 +39,7 @@ from pydantic import BaseModel
 
 from ..transport.sdk_compat import connection_key
 
-__all__ = ["Host", "Relay", "calling_for", "current_host"]
+__all__ = ["Host", "Relay", "calling_for", "current_host", "set_log_level"]
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +98,26 @@ def calling_for(host: Host | None) -> Iterator[None]:
         yield
     finally:
         _CALLER.reset(token)
+
+
+_SEVERITY = {
+    level: rank
+    for rank, level in enumerate(
+        ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+    )
+}
+# The level each host connection set with logging/setLevel (the latest 256 connections).
+_LOG_LEVELS: OrderedDict[int, int] = OrderedDict()
+
+
+def set_log_level(session: ServerSession, level: str) -> None:
+    """Remember the ``logging/setLevel`` of a host connection: a downstream's log messages
+    below it are not passed on to that host, as the downstream would not have sent them."""
+    key = connection_key(session)
+    _LOG_LEVELS[key] = _SEVERITY.get(level, 0)
+    _LOG_LEVELS.move_to_end(key)
+    while len(_LOG_LEVELS) > 256:
+        _LOG_LEVELS.popitem(last=False)
 
 
 def current_host() -> Host | None:
@@ -207,6 +228,8 @@ class Relay:
         host = self._host("logging")
         if isinstance(host, types.ErrorData):
             log.debug("downstream %r log message not relayed: %s", self._server, host.message)
+            return
+        if _SEVERITY.get(params.level, 0) < _LOG_LEVELS.get(host.key, 0):
             return
         note = types.LoggingMessageNotification(params=params)
         try:

@@ -32,6 +32,7 @@ from .errors import (
     ServerUnavailableError,
     ToolHeldError,
     UnknownServerError,
+    UnreadableAnswer,
 )
 from .models import ConnectionState, ServerStatus
 from .naming import prefix_for
@@ -126,7 +127,8 @@ class ServerState:
             detail = "timed out"
         elif isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED:
             detail = f"failed: {exc.error.message} (code {exc.code})"
-            error = self.redactor.redact_model(exc.error)
+            if not isinstance(exc, UnreadableAnswer):
+                error = self.redactor.redact_model(exc.error)
         elif isinstance(exc, (MCPError, *_TRANSPORT_LOST)):
             conn.closed.set()
             detail = f"failed, connection lost ({type(exc).__name__}: {exc})"

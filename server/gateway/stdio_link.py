@@ -46,6 +46,7 @@ from ..transport.jsonrpc_lines import (
     top_level_id,
 )
 from ..transport.sdk_compat import default_environment, terminate_process_tree
+from .errors import UnreadableAnswer
 
 __all__ = ["StdioLink", "open_stdio_link"]
 
@@ -61,16 +62,19 @@ _ids = itertools.count(1)
 Outcome = dict[str, Any] | MCPError
 """A lane request's end: its ``result`` object as the server sent it, or the ``MCPError``."""
 OutcomeFn = Callable[[Outcome], None]
+TellFn = Callable[[bytes], bool]
+"""Takes a server's log message line as sent (True) or leaves it to the session (False)."""
 
 
 class _Waiter:
     """One lane request in flight: whom to tell how it ended, and its timeout's timer."""
 
-    __slots__ = ("done", "method", "timer")
+    __slots__ = ("done", "method", "tell", "timer")
 
-    def __init__(self, method: str, done: OutcomeFn) -> None:
+    def __init__(self, method: str, done: OutcomeFn, tell: TellFn | None = None) -> None:
         self.method = method
         self.done = done
+        self.tell = tell
         self.timer: asyncio.TimerHandle | None = None
 
 
@@ -95,18 +99,26 @@ class StdioLink:
     # -- the fast lane ---------------------------------------------------------------------
 
     def request_soon(
-        self, method: str, params: dict[str, Any], done: OutcomeFn, *, timeout: float | None
+        self,
+        method: str,
+        params: dict[str, Any],
+        done: OutcomeFn,
+        *,
+        timeout: float | None,
+        tell: TellFn | None = None,
     ) -> str:
         """Write one request now; ``done`` is called once, from the read loop, with its
         ``result`` object as the server sent it or an ``MCPError`` (the server's error
         response, ``REQUEST_TIMEOUT`` after ``timeout`` seconds, ``CONNECTION_CLOSED`` if the
         server is gone). No task waits for it: the answer is handled where it is read.
+        While it is in flight, ``tell`` is offered the server's ``notifications/message``
+        lines in the order they are read (before the answer that follows them).
         Returns the request's id, for :meth:`cancel_soon`. Raises ``MCPError`` (and ``done``
         is not called) when the request cannot be written."""
         if self._closed:
             raise MCPError(CONNECTION_CLOSED, "Connection closed")
         request_id = f"{self._prefix}{next(self._ids)}"
-        waiter = _Waiter(method, done)
+        waiter = _Waiter(method, done, tell)
         self._send_now(request_line(request_id, method, params))
         self._pending[request_id] = waiter
         if timeout is not None:
@@ -199,7 +211,7 @@ class StdioLink:
                 async for chunk in stdout:
                     skipped = lines.skipped
                     for line in lines.feed(chunk):
-                        if not self._lane_response(line):
+                        if not self._lane_response(line) and not self._told(line):
                             await self._deliver(line)
                     if lines.skipped > skipped:
                         log.warning(
@@ -228,13 +240,21 @@ class StdioLink:
         self._settle(request_id, _outcome(method, message))
         return True
 
+    def _told(self, line: bytes) -> bool:
+        """Offer a log message line to the lane requests in flight that listen for them."""
+        if not self._pending or b'"notifications/message"' not in line:
+            return False
+        return any(w.tell(line) for w in self._pending.values() if w.tell is not None)
+
     def _unreadable_response(self, line: bytes, exc: ValueError) -> bool:
         """An unparsable line answering a lane request fails that request at once."""
         request_id, _ = top_level_id(line)
         if not isinstance(request_id, str) or request_id not in self._pending:
             return False
         log.warning("unreadable response %r from a downstream server: %s", request_id, exc)
-        failed = MCPError(types.INTERNAL_ERROR, f"unreadable response from the server: {exc}")
+        failed = UnreadableAnswer(
+            types.INTERNAL_ERROR, f"unreadable response from the server: {exc}"
+        )
         self._settle(request_id, failed)
         return True
 

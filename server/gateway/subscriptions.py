@@ -1,25 +1,36 @@
 """Which host connections subscribed to which downstream resources (``resources/subscribe``).
 
 A host subscribes to a resource by its exposed URI; the broker subscribes once on the
-resource's server, by the server's own URI, for however many hosts want it, and unsubscribes
-there when the last one leaves. A downstream's ``notifications/resources/updated`` goes to
+resource's server (only if it declared ``resources.subscribe``), by the server's own URI and
+on the connection's stateful session, for however many hosts want it, and unsubscribes there
+when the last one leaves. A server forgets its subscriptions with its connection, so they
+are made again on the next one. A downstream's ``notifications/resources/updated`` goes to
 each host that subscribed to that resource, naming it by the URI the host used.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 import anyio
+import mcp_types as types
+from mcp import ClientSession
 
 from ..transport.sdk_compat import connection_key
+from .connection import Connection
+from .errors import GatewayError
+from .secrets import Redactor
+from .server_state import ServerTable
 
-__all__ = ["HostSession", "Subscriptions"]
+__all__ = ["HostSession", "Subscriptions", "TargetFn"]
 
 log = logging.getLogger(__name__)
 
 Target = tuple[str, str]  # (server, original uri)
+TargetFn = Callable[[str], Awaitable[Target]]
+"""The server and original URI of an exposed resource URI (``UnknownToolError`` if none)."""
 _SEND_TIMEOUT = 5.0
 
 
@@ -29,7 +40,7 @@ class HostSession(Protocol):
     async def send_resource_updated(self, uri: str) -> None: ...
 
 
-class Subscriptions:
+class _Hosts:
     """Host connections by exposed resource URI, and the downstream resource each names."""
 
     def __init__(self) -> None:
@@ -84,3 +95,112 @@ class Subscriptions:
         if not hosts:
             self._hosts.pop(uri, None)
             self._targets.pop(uri, None)
+
+
+class Subscriptions:
+    """The broker's subscriptions on downstream servers for its hosts: which hosts want
+    which resource (see :class:`_Hosts`), made once per resource on its server's stateful
+    session, made again on a new connection, and each update passed on."""
+
+    def __init__(self, servers: ServerTable, redactor: Redactor, target: TargetFn) -> None:
+        self._servers = servers
+        self._redactor = redactor
+        self._target = target
+        self._hosts = _Hosts()
+        self._subscribed_on: dict[str, Connection] = {}  # server -> where its subscriptions are
+
+    def subscribable(self) -> bool:
+        """Whether hosts may subscribe to downstream resources: some server declared
+        ``resources.subscribe``, or one has not answered yet (what it offers is not known,
+        and a capability cannot be given to a connected host later)."""
+        for server in self._servers:
+            if server.config.enabled and not server.first_attempt_done.is_set():
+                return True
+            caps = server.connection.capabilities.resources if server.connection else None
+            if caps is not None and caps.subscribe:
+                return True
+        return False
+
+    async def subscribe(self, uri: str, host: HostSession) -> None:
+        """Send ``host`` the updates of the resource exposed as ``uri``: subscribed on its
+        server (once for all hosts, on the connection's stateful session), which must have
+        declared ``resources.subscribe``."""
+        server_name, original = await self._target(uri)
+        server = self._servers.get(server_name)
+        conn = server.live(original)
+        try:
+            session = await conn.stateful_session()
+        except Exception as exc:
+            raise server.call_failed(conn, f"resource {original!r}", exc, tool=None) from None
+        caps = (session.server_capabilities or types.ServerCapabilities()).resources
+        if caps is None or not caps.subscribe:
+            raise GatewayError(
+                f"resource {uri[:200]!r}: downstream server {server_name!r} does not offer "
+                "subscriptions (it did not declare resources.subscribe); read it again to see "
+                "whether it changed",
+                server=server_name,
+            )
+        if not self._hosts.add(uri, (server_name, original), host):
+            return
+        request = types.SubscribeRequest(params=types.SubscribeRequestParams(uri=original))
+        try:
+            await session.send_request(request, types.EmptyResult)
+        except Exception as exc:
+            self._hosts.remove(uri, host)
+            raise server.call_failed(conn, f"resource {original!r}", exc, tool=None) from None
+        self._subscribed_on[server_name] = conn
+
+    async def unsubscribe(self, uri: str, host: HostSession) -> None:
+        """Stop sending ``host`` the updates of ``uri``; the last host to leave a resource
+        unsubscribes the broker on its server (a failure there is only logged)."""
+        target = self._hosts.remove(uri, host)
+        server = self._servers.find(target[0]) if target is not None else None
+        if target is None or server is None or server.connection is None:
+            return
+        request = types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=target[1]))
+        try:
+            with anyio.fail_after(server.config.timeout):
+                session = await server.connection.stateful_session()
+                await session.send_request(request, types.EmptyResult)
+        except Exception as exc:
+            log.info(
+                "%s",
+                self._redactor.redact(f"downstream {target[0]!r}: unsubscribe failed: {exc!r}"),
+            )
+
+    async def renew(self, server_name: str, conn: Connection) -> None:
+        """Subscribe again on a server's new connection to the resources hosts still want
+        (a server forgets subscriptions with the connection they were made on); a failure
+        is logged. Called once the connection serves (its stateful session may take a
+        moment to be ready)."""
+        if self._subscribed_on.get(server_name, conn) is conn:
+            return
+        self._subscribed_on[server_name] = conn
+        server = self._servers.find(server_name)
+        timeout = server.config.timeout if server is not None else 10.0
+        try:
+            with anyio.fail_after(timeout):
+                session = await _when_ready(conn)
+                for _, original in self._hosts.targets(server_name):
+                    params = types.SubscribeRequestParams(uri=original)
+                    await session.send_request(
+                        types.SubscribeRequest(params=params), types.EmptyResult
+                    )
+        except Exception as exc:
+            message = f"downstream {server_name!r}: subscribing again failed: {exc!r}"
+            log.warning("%s", self._redactor.redact(message))
+
+    async def updated(self, server: str, original: str) -> int:
+        """Pass on ``server``'s ``resources/updated`` for ``original`` to the hosts
+        subscribed to it; how many were told."""
+        return await self._hosts.updated(server, original)
+
+
+async def _when_ready(conn: Connection) -> ClientSession:
+    """The connection's stateful session, once what keeps it is running (it starts beside the
+    connection, so a moment after it)."""
+    while True:
+        try:
+            return await conn.stateful_session()
+        except RuntimeError:  # not serving yet
+            await anyio.sleep(0.05)

@@ -317,35 +317,26 @@ class GatewaySurface:
 
     def forwards_plainly(self, name: str, arguments: dict[str, Any]) -> bool:
         """Whether a call is a plain forward: an exposed tool, or ``call_tool`` without a
-        ``session_id``. With no ``_meta`` either, :meth:`call_json` answers it exactly."""
+        ``session_id``. With no ``_meta`` either, :meth:`forward_soon` answers it exactly
+        when the tool's server has a fast lane."""
         if name == CALL_TOOL:
             return self.gateway.has_servers() and arguments.get("session_id") is None
         return self.gateway.resolve(name) is not None
 
-    async def call_json(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """A plain forward (see :meth:`forwards_plainly`) without progress or recording, its
-        result as JSON: the downstream's own object, or the tool error :meth:`call` gives."""
-        await self.startup()
-        checked = self._checked(name, arguments, None)
-        if isinstance(checked, str):
-            return _json(error_result(checked))
-        try:
-            result = await self.gateway.call_tool_json(
-                checked.server, checked.tool, checked.arguments
-            )
-        except GatewayError as exc:
-            return _json(error_result(str(exc)))
-        where = f"{checked.server}/{checked.tool}"
-        return capped_downstream(where, result, self._max_result_bytes)
-
     def forward_soon(
-        self, name: str, arguments: dict[str, Any], done: Callable[[dict[str, Any]], None]
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        done: Callable[[dict[str, Any] | types.ErrorData], None],
+        tell: Callable[[bytes], bool] | None = None,
     ) -> Callable[[str], None] | None:
-        """:meth:`call_json` with no task waiting for the answer, where it can be (the first
-        gathering is over and the tool's server has a fast lane): ``done`` gets the same JSON
-        object, from the loop that reads the downstream's answer (or at once, for a call
-        refused before it is sent). Returns the function that gives the call up, or None
-        (nothing done: use :meth:`call_json`)."""
+        """A plain forward (see :meth:`forwards_plainly`) with no task waiting for the
+        answer, where it can be (the first gathering is over and the tool's server has a fast
+        lane): ``done`` gets what :meth:`call` gives, as JSON (the downstream's result object,
+        a tool error, or for an exposed tool the JSON-RPC error the server answered with),
+        from the loop that reads the downstream's answer (or at once, for a call refused
+        before it is sent); ``tell`` gets the server's log message lines meanwhile. Returns
+        the function that gives the call up, or None (nothing done: the full path)."""
         if not self._gathered or self.gateway.starting():
             return None
         checked = self._checked(name, arguments, None)
@@ -355,13 +346,15 @@ class GatewaySurface:
         where = f"{checked.server}/{checked.tool}"
 
         def answered(outcome: dict[str, Any] | GatewayError) -> None:
-            if isinstance(outcome, GatewayError):
-                done(_json(error_result(str(outcome))))
-            else:
+            if not isinstance(outcome, GatewayError):
                 done(capped_downstream(where, outcome, self._max_result_bytes))
+            elif name != CALL_TOOL and (written := _as_written(outcome)) is not None:
+                done(written)
+            else:
+                done(_json(error_result(str(outcome))))
 
         return self.gateway.call_tool_soon(
-            checked.server, checked.tool, checked.arguments, answered
+            checked.server, checked.tool, checked.arguments, answered, tell
         )
 
     def _checked(
@@ -444,9 +437,9 @@ class GatewaySurface:
                 )
             except GatewayError as exc:
                 self.observer.downstream_failed(server, configured=configured)
-                error = getattr(exc, "error", None)
-                if as_written and isinstance(error, types.ErrorData):
-                    raise MCPError.from_error_data(error) from None
+                written = _as_written(exc)
+                if as_written and written is not None:
+                    raise MCPError.from_error_data(written) from None
                 return error_result(str(exc))
             if isinstance(result, types.InputRequiredResult):
                 return result
@@ -490,6 +483,12 @@ class GatewaySurface:
             content=[types.TextContent(type="text", text=render_servers(out))],
             structured_content=out.model_dump(mode="json"),
         )
+
+
+def _as_written(exc: GatewayError) -> types.ErrorData | None:
+    """The JSON-RPC error a downstream answered with, as it sent it (secrets masked)."""
+    error = getattr(exc, "error", None)
+    return error if isinstance(error, types.ErrorData) else None
 
 
 def _number(value: float | None) -> Any:

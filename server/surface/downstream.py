@@ -111,13 +111,13 @@ def subscription_handlers(surface: GatewaySurface, profile: Profile | None) -> d
                 "servers' resources",
             )
         await check_shown(uri, profile, surface)
-        await downstream_call(surface.gateway.resources.subscribe(uri, ctx.session))
+        await downstream_call(surface.gateway.resources.subscriptions.subscribe(uri, ctx.session))
         return types.EmptyResult()
 
     async def on_unsubscribe(
         ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams
     ) -> types.EmptyResult:
-        await surface.gateway.resources.unsubscribe(str(params.uri), ctx.session)
+        await surface.gateway.resources.subscriptions.unsubscribe(str(params.uri), ctx.session)
         return types.EmptyResult()
 
     return {"on_subscribe_resource": on_subscribe, "on_unsubscribe_resource": on_unsubscribe}

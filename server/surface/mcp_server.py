@@ -24,7 +24,7 @@ from contextcore.services.history import HistoryService
 from contextcore.sessions import RequestContext
 from tools.surface import BROKER_TOOLS, CONTEXT_TOOLS, ToolSpec
 
-from ..gateway.relay import Host, calling_for
+from ..gateway.relay import Host, calling_for, set_log_level
 from ..gateway.surface import GatewaySurface
 from ..observability import Observer
 from ..summarizers import SummarizerFactory
@@ -148,7 +148,7 @@ def _announcing(
         )
         opts = plain(notify, experimental_capabilities, extensions)
         caps = opts.capabilities
-        subscribe = servers and surface.gateway.resources.subscribable()
+        subscribe = servers and surface.gateway.resources.subscriptions.subscribable()
         changes: dict[str, Any] = {"completions": caps.completions if servers else None}
         if caps.resources is not None:
             changes["resources"] = caps.resources.model_copy(update={"subscribe": subscribe})
@@ -323,8 +323,9 @@ def _prompt_handlers(
 
 
 def _add_logging(server: Server[Any]) -> None:
-    """Accept ``logging/setLevel`` from handshake-era hosts (the broker sends no log
-    notifications; its log goes to stderr). Registered after construction: passing it to
+    """Accept ``logging/setLevel`` from handshake-era hosts: the level below which a
+    downstream's log messages are not passed on to that host (the broker's own log goes to
+    stderr, never to hosts). Registered after construction: passing it to
     the constructor warns that the capability is deprecated in 2026-07-28, where the SDK
     does not route it anyway."""
 
@@ -332,6 +333,7 @@ def _add_logging(server: Server[Any]) -> None:
         ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams
     ) -> types.EmptyResult:
         log.debug("client asked for log level %s", params.level)
+        set_log_level(ctx.session, params.level)
         return types.EmptyResult()
 
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, on_set_level)

@@ -300,9 +300,12 @@ def encode_line(message: dict[str, Any]) -> bytes:
         return json.dumps(message, separators=(",", ":")).encode("ascii") + b"\n"
 
 
-def error_line(request_id: int | str | None, code: int, message: str) -> bytes:
-    """A JSON-RPC error response as one line (``None``: under ``"id": null``)."""
-    error = {"code": code, "message": message}
+def error_line(request_id: int | str | None, code: int, message: str, data: Any = None) -> bytes:
+    """A JSON-RPC error response as one line (``None``: under ``"id": null``), with ``data``
+    when it is not None."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
     return encode_line({"jsonrpc": "2.0", "id": request_id, "error": error})
 
 

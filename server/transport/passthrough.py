@@ -1,26 +1,28 @@
 """Forwarded downstream calls answered straight from the stdio wire.
 
-A ``tools/call`` of a ``<server>__<tool>`` tool, or of ``call_tool``, that asks for neither
-recording (``session_id``) nor progress (``progressToken``) needs nothing from the broker but
-the downstream's answer. Such a line is taken off the host's input before the SDK's server
-sees it: it is forwarded to the gateway, and the downstream's result object is written back
-under the host's request id. This skips the server's message parsing, request dispatch,
-result validation and serialization, which cost more than the downstream call itself for a
-fast tool. Everything else, including calls that carry any ``_meta`` (the 2026-07-28 request
-envelope among them), every message before the host's ``notifications/initialized``, and every
-call of a host whose ``initialize`` declared elicitation, sampling or roots (a downstream may
-ask those of it during the call, through the full path's relay), goes through the SDK
-unchanged.
+A ``tools/call`` of an exposed downstream tool, or of ``call_tool``, to a server with a fast
+lane (a stdio server, see ``server.gateway.stdio_link``) that asks for neither recording
+(``session_id``) nor progress (``progressToken``) needs nothing from the broker but the
+downstream's answer. Such a line is taken off the host's input before the SDK's server sees
+it: it is written downstream at once, and the downstream's answer is written back under the
+host's request id where it is read. This skips the server's message parsing, request
+dispatch, result validation and serialization, which cost more than the downstream call itself
+for a fast tool. Everything else, including calls that carry any ``_meta`` (the 2026-07-28
+request envelope among them), calls to servers without a fast lane, every message before the
+host's ``notifications/initialized``, and every call of a host whose ``initialize`` declared
+elicitation, sampling or roots (a downstream may ask those of it during the call, through the
+full path's relay), goes through the SDK unchanged.
 
 Lines the short path cannot read safely (nesting deeper than the wire's limit, broken JSON, a
 lone surrogate escape) are left to the SDK path, which answers them (see ``.stdio``).
 
-The results are those of the full path: the downstream's object as sent (secrets masked), or a
-tool error naming server and tool when the server is down, times out or fails. A host's
-``notifications/cancelled`` for such a call cancels the downstream request and no response is
-sent, as the specification asks.
+The answers are those of the full path: the downstream's result object as sent (secrets
+masked), the JSON-RPC error it answered an exposed tool's call with, as sent, or a tool error
+naming server and tool when the server is down, times out or fails. The downstream's log
+messages during such a call reach the host as sent, before the answer, unless below the level
+the host set with ``logging/setLevel``. A host's ``notifications/cancelled`` for such a call
+cancels the downstream request and no response is sent, as the specification asks.
 """
-
 from __future__ import annotations
 
 import logging
@@ -29,7 +31,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
-from mcp_types import INTERNAL_ERROR
+from mcp_types import INTERNAL_ERROR, ErrorData
 
 from ..gateway.surface import GatewaySurface
 from .jsonrpc_lines import RequestKey, error_line, id_key, read_object, result_line
@@ -58,6 +60,7 @@ class DirectCalls:
         self._tg: anyio.abc.TaskGroup | None = None
         self._host_answers = False  # the host declared elicitation, sampling or roots
         self._write: WriteFn | None = None
+        self._min_level = 0  # the host's logging/setLevel (everything until it sets one)
 
     def start(self, tg: anyio.abc.TaskGroup, write: WriteFn) -> None:
         """Run calls in ``tg`` and write their responses (one JSON line each) with ``write``."""
@@ -74,6 +77,8 @@ class DirectCalls:
             return self._ready and not escaped and self._take_call(line)
         if b"notifications/cancelled" in line:
             return self._take_cancel(line)
+        if b'"logging/setLevel"' in line:  # the SDK answers it; log messages here follow it
+            self._min_level = _LEVELS.get(_set_level(line) or "", self._min_level)
         if not self._ready and b'"initialize"' in line:
             self._host_answers = _host_answers(line) or self._host_answers
         if not self._ready and b"notifications/initialized" in line:
@@ -104,27 +109,47 @@ class DirectCalls:
         if not self._surface.forwards_plainly(name, arguments):
             return False
         self._inflight[key] = _not_sent
-        give_up = self._surface.forward_soon(name, arguments, self._answerer(key, request_id, name))
-        if give_up is None:  # no fast lane (or still gathering): a task waits for the answer
-            scope = anyio.CancelScope()
-            self._inflight[key] = scope.cancel
-            assert self._tg is not None
-            self._tg.start_soon(self._call, key, request_id, name, arguments, scope)
-        elif key in self._inflight:  # not answered yet
+        answer = self._answerer(key, request_id, name)
+        try:
+            give_up = self._surface.forward_soon(name, arguments, answer, self._tell)
+        except Exception:  # a bug here must cost one call, not the connection
+            log.exception("forwarding %s failed", name)
+            self._inflight.pop(key, None)
+            assert self._write is not None
+            failed = f"internal error forwarding {name!r}"
+            self._write(error_line(request_id, INTERNAL_ERROR, failed))
+            return True
+        if give_up is None:  # no fast lane (or still gathering): the full path takes it
+            del self._inflight[key]
+            return False
+        if key in self._inflight:  # not answered yet
             self._inflight[key] = lambda: give_up("cancelled by the host")
         return True
 
     def _answerer(
         self, key: RequestKey, request_id: int | str, name: str
-    ) -> Callable[[dict[str, Any]], None]:
-        """What writes the answer of a call forwarded with no task waiting for it."""
+    ) -> Callable[[dict[str, Any] | ErrorData], None]:
+        """What writes the answer of a call forwarded with no task waiting for it: its result,
+        or the JSON-RPC error the server answered with, as it sent it."""
 
-        def answer(result: dict[str, Any]) -> None:
+        def answer(result: dict[str, Any] | ErrorData) -> None:
             self._inflight.pop(key, None)
             assert self._write is not None
-            self._write(_answer(request_id, name, result))
+            if isinstance(result, ErrorData):
+                self._write(error_line(request_id, result.code, result.message, result.data))
+            else:
+                self._write(_answer(request_id, name, result))
 
         return answer
+
+    def _tell(self, line: bytes) -> bool:
+        """A downstream's log message during a call forwarded here, written to the host as
+        the server sent it, unless below the level the host set (``logging/setLevel``)."""
+        assert self._write is not None
+        level = _LEVELS.get(_log_level(line) or "", len(_LEVELS))
+        if level >= self._min_level:
+            self._write(line if line.endswith(b"\n") else line + b"\n")
+        return True
 
     def _take_cancel(self, line: bytes) -> bool:
         message = read_object(line)
@@ -137,30 +162,6 @@ class DirectCalls:
             return False
         cancel()
         return True
-
-    async def _call(
-        self,
-        key: RequestKey,
-        request_id: int | str,
-        name: str,
-        arguments: dict[str, Any],
-        scope: anyio.CancelScope,
-    ) -> None:
-        data: bytes | None = None
-        try:
-            with scope:
-                result = await self._surface.call_json(name, arguments)
-                data = _answer(request_id, name, result)
-        except Exception:  # a bug here must cost one call, not the connection
-            log.exception("forwarding %s failed", name)
-            data = error_line(request_id, INTERNAL_ERROR, f"internal error forwarding {name!r}")
-        finally:
-            self._inflight.pop(key, None)
-        if data is None:  # cancelled by the host: no response
-            log.debug("call %r of %s cancelled by the host", request_id, name)
-            return
-        assert self._write is not None
-        self._write(data)
 
 
 def _answer(request_id: int | str, name: str, result: dict[str, Any]) -> bytes:
@@ -188,6 +189,33 @@ def _host_answers(line: bytes) -> bool:
     params = message.get("params")
     capabilities = params.get("capabilities") if isinstance(params, dict) else None
     return isinstance(capabilities, dict) and any(k in capabilities for k in _ASKABLE)
+
+
+_LEVELS = {
+    name: rank
+    for rank, name in enumerate(
+        ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+    )
+}
+
+
+def _log_level(line: bytes) -> str | None:
+    """The level of a ``notifications/message`` line (None when it has none)."""
+    return _level(read_object(line))
+
+
+def _set_level(line: bytes) -> str | None:
+    """The level a host's ``logging/setLevel`` request line asks for."""
+    message = read_object(line)
+    if message is None or message.get("method") != "logging/setLevel":
+        return None
+    return _level(message)
+
+
+def _level(message: dict[str, Any] | None) -> str | None:
+    params = message.get("params") if message is not None else None
+    level = params.get("level") if isinstance(params, dict) else None
+    return level if isinstance(level, str) else None
 
 
 def _method(line: bytes) -> object:

@@ -202,7 +202,8 @@ async def test_with_the_switch_off_calls_reach_the_downstream_through_the_sdk_se
     tmp_path: Path,
 ) -> None:
     async with broker(tmp_path / "on", fast_path=None) as on:
-        lane_id = await _id_seen_downstream(on, 1)
+        await _id_seen_downstream(on, 1)  # a call before the first gathering: the full path
+        lane_id = await _id_seen_downstream(on, 2)
     off_env = {"CONTEXT_BROKER_FAST_PATH": "0"}
     async with broker(tmp_path / "env", fast_path=True, env=off_env) as off:
         sdk_id = await _id_seen_downstream(off, 1)

@@ -8,6 +8,7 @@ from typing import Any
 
 import anyio
 import pytest
+from mcp_types import ErrorData
 
 from server.transport.passthrough import DirectCalls
 from tests.support.handshake import INITIALIZE
@@ -22,14 +23,14 @@ class FakeGateway:
 
 
 class FakeSurface:
-    """Answers ``srv__echo`` at once, ``srv__hang`` never, ``srv__boom`` with a bug (each
-    through a waiting task), and ``srv__soon`` when the test calls its ``done`` (no task)."""
+    """Answers ``srv__echo`` at once, ``srv__soon`` when the test calls its ``done``,
+    ``srv__error`` with the JSON-RPC error a server sent, ``srv__log`` after two log
+    messages; ``srv__far`` has no fast lane (None: the full path) and ``srv__boom`` has a
+    bug."""
 
     def __init__(self) -> None:
         self.gateway = FakeGateway()
         self.calls: list[tuple[str, dict[str, Any]]] = []
-        self.hanging = anyio.Event()
-        self.cancelled = anyio.Event()
         self.soon: list[Callable[[dict[str, Any]], None]] = []
         self.given_up: list[str] = []
 
@@ -37,25 +38,35 @@ class FakeSurface:
         return self.gateway.resolve(name) is not None
 
     def forward_soon(
-        self, name: str, arguments: dict[str, Any], done: Callable[[dict[str, Any]], None]
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        done: Callable[[Any], None],
+        tell: Callable[[bytes], bool] | None = None,
     ) -> Callable[[str], None] | None:
-        if name != "srv__soon":
+        if name == "srv__far":
             return None
-        self.calls.append((name, arguments))
-        self.soon.append(done)
-        return self.given_up.append
-
-    async def call_json(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        self.calls.append((name, arguments))
         if name == "srv__boom":
             raise RuntimeError("a bug")
-        if name == "srv__hang":
-            self.hanging.set()
-            try:
-                await anyio.sleep_forever()
-            finally:
-                self.cancelled.set()
-        return {"content": [{"type": "text", "text": json.dumps(arguments)}], "isError": False}
+        self.calls.append((name, arguments))
+        if name == "srv__soon":
+            self.soon.append(done)
+        elif name == "srv__error":
+            done(ErrorData(code=-32021, message="needs elicitation", data={"why": "form"}))
+        else:
+            if name == "srv__log":
+                assert tell is not None
+                for level in ("debug", "error"):
+                    tell(_log_line(level))
+            done({"content": [{"type": "text", "text": json.dumps(arguments)}], "isError": False})
+        return self.given_up.append
+
+
+def _log_line(level: str) -> bytes:
+    params = {"level": level, "logger": "srv", "data": f"a {level} message"}
+    return json.dumps(
+        {"jsonrpc": "2.0", "method": "notifications/message", "params": params}
+    ).encode()
 
 
 def call(request_id: Any, name: str, **params: Any) -> bytes:
@@ -132,30 +143,11 @@ async def test_calls_needing_the_full_path_are_left_to_the_sdk(wired: Any) -> No
         assert not direct.take(call(None, "srv__echo"))
         assert not direct.take(b'{"jsonrpc":"2.0","id":5,"method":"tools/call", broken')
         assert not direct.take(b'[{"jsonrpc":"2.0","id":6,"method":"tools/call"}]')
+        assert not direct.take(call(8, "srv__far"))  # no fast lane to its server
         assert direct.take(call(7, "srv__echo", arguments=None))
         await settle()
     assert [w["id"] for w in written] == [7]
     assert fake.calls == [("srv__echo", {})]
-
-
-async def test_a_host_cancel_stops_the_call_and_no_response_is_written(wired: Any) -> None:
-    direct, fake, written = wired
-    async with anyio.create_task_group() as tg:
-        direct.start(tg, lambda data: written.append(json.loads(data)))
-        direct.take(INITIALIZED)
-        assert direct.take(call("a", "srv__hang"))
-        assert not direct.take(call("a", "srv__echo"))  # an id already in flight
-        with anyio.fail_after(5):
-            await fake.hanging.wait()
-        assert not direct.take(cancel(1))  # not ours: the SDK's
-        assert direct.take(cancel("a"))
-        with anyio.fail_after(5):
-            await fake.cancelled.wait()
-        await settle()
-        assert not direct.take(cancel("a"))  # nothing is in flight under that id any more
-        assert direct.take(call("a", "srv__echo"))  # the id is free again
-        await settle()
-    assert [w["id"] for w in written] == ["a"] and "result" in written[0]
 
 
 async def test_a_call_sent_with_no_waiting_task_is_answered_when_its_answer_is_read(
@@ -195,9 +187,39 @@ async def test_a_failure_in_forwarding_costs_one_call_not_the_connection(wired: 
         direct.start(tg, lambda data: written.append(json.loads(data)))
         direct.take(INITIALIZED)
         assert direct.take(call(1, "srv__boom"))
-        await settle()
         assert direct.take(call(2, "srv__echo"))
         await settle()
     assert written[0]["id"] == 1 and written[0]["error"]["code"] == -32603
     assert "srv__boom" in written[0]["error"]["message"]
     assert written[1]["id"] == 2 and "result" in written[1]
+
+
+async def test_a_servers_json_rpc_error_is_written_as_it_sent_it(wired: Any) -> None:
+    direct, _, written = wired
+    async with anyio.create_task_group() as tg:
+        direct.start(tg, lambda data: written.append(json.loads(data)))
+        direct.take(INITIALIZED)
+        assert direct.take(call(3, "srv__error"))
+        await settle()
+    error = {"code": -32021, "message": "needs elicitation", "data": {"why": "form"}}
+    assert written == [{"jsonrpc": "2.0", "id": 3, "error": error}]
+
+
+async def test_log_messages_reach_the_host_before_the_answer_at_its_level(wired: Any) -> None:
+    direct, _, written = wired
+    set_level = {
+        "jsonrpc": "2.0",
+        "id": 9,
+        "method": "logging/setLevel",
+        "params": {"level": "warning"},
+    }
+    async with anyio.create_task_group() as tg:
+        direct.start(tg, lambda data: written.append(json.loads(data)))
+        direct.take(INITIALIZED)
+        assert direct.take(call(4, "srv__log"))
+        assert not direct.take(json.dumps(set_level).encode())  # the SDK answers it
+        assert direct.take(call(5, "srv__log"))
+        await settle()
+    levels = [w["params"]["level"] if "method" in w else w["id"] for w in written]
+    assert levels == ["debug", "error", 4, "error", 5]
+    assert written[0] == json.loads(_log_line("debug"))
