@@ -53,6 +53,7 @@ _CALL_OUTCOME: TypeAdapter[types.CallToolResult | types.InputRequiredResult] = T
 )
 _JSON_OBJECT: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 _R = TypeVar("_R")
+_RESPONSES: TypeAdapter[types.InputResponses] = TypeAdapter(types.InputResponses)
 _STDERR_TAIL = 2000
 _SendFn = Callable[
     [types.InputResponses | None, str | None],
@@ -200,22 +201,30 @@ class Connection:
         arguments: dict[str, Any] | None,
         timeout: float | None,
         progress_callback: ProgressFnT | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> _SendFn:
-        """Sends the ``tools/call`` of ``name``, again with a host's answers and the server's
-        request state when the server asked for input (2026-07-28)."""
+        """Sends the ``tools/call`` of ``name`` with ``meta`` (a host's), again with the
+        host's answers and the server's request state when the server asked for input."""
 
         async def send(
             responses: types.InputResponses | None, state: str | None
         ) -> types.CallToolResult | types.InputRequiredResult:
-            params = types.CallToolRequestParams(
-                name=name, arguments=arguments, input_responses=responses, request_state=state
+            params = _call_params(name, arguments)
+            if responses is not None:
+                params["inputResponses"] = _RESPONSES.dump_python(
+                    responses, by_alias=True, mode="json", exclude_none=True
+                )
+            if state is not None:
+                params["requestState"] = state
+            raw = await send_raw(
+                session,
+                "tools/call",
+                params,
+                meta=meta or {},
+                timeout=timeout,
+                on_progress=progress_callback,
             )
-            return await session.send_request(
-                types.CallToolRequest(params=params),
-                _CALL_OUTCOME,
-                request_read_timeout_seconds=timeout,
-                progress_callback=progress_callback,
-            )
+            return _CALL_OUTCOME.validate_python(raw, by_name=False)
 
         return send
 
@@ -262,17 +271,18 @@ class Connection:
         its own capabilities (see :meth:`_lane`)."""
         host = current_host()
         if host is not None and host.modern and self.modern:
-            raw = await send_raw(
-                self.session,
+            params = _call_params(name, arguments)
+            return await self.request(
                 "tools/call",
-                {**_call_params(name, arguments), **(retry or {})},
-                meta=host.forwarded_meta(),
+                params,
+                _CALL_OUTCOME,
                 timeout=timeout,
+                retry=retry,
                 on_progress=progress_callback,
             )
-            return _CALL_OUTCOME.validate_python(raw, by_name=False)
         async with self._lane(host) as lane:
-            send = self._sender(lane.session, name, arguments, timeout, progress_callback)
+            meta = host.forwarded_meta(lane.session.discover_result is not None) if host else None
+            send = self._sender(lane.session, name, arguments, timeout, progress_callback, meta)
             with lane.relay.call():
                 return await self._finished(lane, await send(None, None), send)
 
@@ -284,6 +294,7 @@ class Connection:
         *,
         timeout: float | None,
         retry: Mapping[str, Any] | None = None,
+        on_progress: ProgressFnT | None = None,
     ) -> _R:
         """Send ``method`` as the host it is made for (see :meth:`call_tool`): a 2026-07-28
         host's with its ``_meta`` and ``retry``, its answer (an ``InputRequiredResult`` too)
@@ -291,12 +302,19 @@ class Connection:
         where what the server asks meanwhile reaches the host."""
         host = current_host()
         if host is not None and host.modern and self.modern:
-            meta, params = host.forwarded_meta(), {**params, **(retry or {})}
-        else:
-            meta = {}
+            params = {**params, **(retry or {})}
         async with self._lane(host) as lane:
+            modern = lane.session.discover_result is not None
+            meta = host.forwarded_meta(modern) if host is not None else {}
             with lane.relay.call():
-                raw = await send_raw(lane.session, method, params, meta=meta, timeout=timeout)
+                raw = await send_raw(
+                    lane.session,
+                    method,
+                    params,
+                    meta=meta,
+                    timeout=timeout,
+                    on_progress=on_progress,
+                )
         return result.validate_python(raw, by_name=False)
 
     async def call_tool_json(

@@ -49,6 +49,8 @@ _Answer = TypeVar("_Answer", bound=BaseModel)
 # Keys of a host's request ``_meta`` not sent downstream as they are: the broker's own, and
 # the progress token (the broker asks for progress with its own and relays it under the host's).
 _OWN_META = frozenset({"session_id", "progressToken", "progress_token"})
+# The 2026-07-28 request metadata (protocol version, client info and capabilities, log level).
+_MODERN_KEYS = "io.modelcontextprotocol/"
 
 
 @dataclass(frozen=True)
@@ -78,10 +80,15 @@ class Host:
         params = self.session.client_params
         return params.client_info if params is not None else None
 
-    def forwarded_meta(self) -> dict[str, Any]:
-        """The request's ``_meta`` as the host sent it, less the broker's own keys: what the
-        downstream reads (trace context, the 2026-07-28 request metadata)."""
-        return {k: v for k, v in (self.meta or {}).items() if k not in _OWN_META}
+    def forwarded_meta(self, modern: bool) -> dict[str, Any]:
+        """The request's ``_meta`` as the host sent it, less the broker's own keys: what a
+        downstream reads (trace context and whatever else the host put there; to a server on
+        the 2026-07-28 wire (``modern``), the host's request metadata too)."""
+        return {
+            k: v
+            for k, v in (self.meta or {}).items()
+            if k not in _OWN_META and (modern or not k.startswith(_MODERN_KEYS))
+        }
 
 
 # The host of the call the current task forwards: set by the gateway surface around the
