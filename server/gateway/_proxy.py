@@ -45,6 +45,7 @@ _PROMPT_OUTCOME: TypeAdapter[types.GetPromptResult | types.InputRequiredResult] 
     types.GetPromptResult | types.InputRequiredResult
 )
 T = TypeVar("T")
+_Listed = TypeVar("_Listed", types.Resource, types.ResourceTemplate)
 
 ListsChangedFn = Callable[[Literal["resources", "prompts"]], Awaitable[None]]
 """Told that a downstream's resource or prompt list changed (``"resources"``/``"prompts"``)."""
@@ -93,25 +94,41 @@ class ResourceProxy:
     async def list_resources(self) -> list[types.Resource]:
         """Every downstream resource under its exposed URI, by server then original order."""
         found = await self._gather(lambda c: c.list_resources())
-        redact = self._redactor.redact_model
+        table, rows = self._expose(found, "resource", lambda r: r.uri, wrap_resource_uri, "uri")
+        self._resources = table
+        return rows
+
+    def _expose(
+        self,
+        found: dict[str, list[_Listed]],
+        what: str,
+        original: Callable[[_Listed], str],
+        wrap: Callable[[str, str, str | None], str],
+        field: str,
+    ) -> tuple[dict[str, tuple[str, str]], list[_Listed]]:
+        """``found`` (by server) under their exposed URIs or templates (``wrap`` of the
+        ``original``, put in ``field``), secrets masked, by server then original order; one
+        two would expose goes to the first server, none takes one of the broker's. Returns
+        the table of exposed to ``(server, original)`` too."""
         table: dict[str, tuple[str, str]] = {}
         rows = []
         for server in sorted(found):
-            for r in found[server]:
-                uri = wrap_resource_uri(server, r.uri, self._prefix(server))
-                holder = self._uri_holder(uri, table)
+            for row in found[server]:
+                own = original(row)
+                exposed = wrap(server, own, self._prefix(server))
+                holder = self._uri_holder(exposed, table)
                 if holder is not None:
                     log.warning(
-                        "resource %r of server %r is not exposed: its URI is taken by %s",
-                        r.uri,
+                        "%s %r of server %r is not exposed: it is taken by %s",
+                        what,
+                        own,
                         server,
                         holder,
                     )
                     continue
-                table[uri] = (server, r.uri)
-                rows.append(redact(r).model_copy(update={"uri": uri}))
-        self._resources = table
-        return rows
+                table[exposed] = (server, own)
+                rows.append(self._redactor.redact_model(row).model_copy(update={field: exposed}))
+        return table, rows
 
     @staticmethod
     def _uri_holder(uri: str, table: dict[str, tuple[str, str]]) -> str | None:
@@ -233,26 +250,11 @@ class ResourceProxy:
         """Every downstream resource template under its exposed form (see :mod:`.templates`),
         by server then original order; a template two would expose goes to the first."""
         found = await self._gather(_templates)
-        table: dict[str, tuple[str, str]] = {}
-        out = []
-        for server in sorted(found):
-            for t in found[server]:
-                exposed = wrap_template(server, t.uri_template, self._prefix(server))
-                holder = self._uri_holder(exposed, table)
-                if holder is not None:
-                    log.warning(
-                        "resource template %r of server %r is not exposed: it is taken by %s",
-                        t.uri_template,
-                        server,
-                        holder,
-                    )
-                    continue
-                table[exposed] = (server, t.uri_template)
-                out.append(
-                    self._redactor.redact_model(t).model_copy(update={"uri_template": exposed})
-                )
+        table, rows = self._expose(
+            found, "resource template", lambda t: t.uri_template, wrap_template, "uri_template"
+        )
         self._templates = TemplateTable.of(table.items())
-        return out
+        return rows
 
     async def template_server(self, exposed: str) -> str | None:
         """The server a resource template is exposed for as ``exposed``, or None."""

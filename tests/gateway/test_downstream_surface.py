@@ -5,7 +5,6 @@ resource and prompt list changes, under ``prefix = ""`` and under the default pr
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,7 +17,13 @@ from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.session import IncomingMessage
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.support.broker_procs import BROKER, running_broker, server_env, write_config
+from tests.support.broker_procs import (
+    BROKER,
+    fixture_table,
+    gateway_config,
+    running_broker,
+    server_env,
+)
 
 FIXTURE = Path(__file__).parent / "fixtures" / "surface_server.py"
 TEMPLATE = "test://template/{id}/data"
@@ -28,16 +33,10 @@ WRAPPED_STATIC = "downstream://wrapped/test%3A%2F%2Fstatic"
 
 def server_table(name: str, *args: str, prefix: str | None = None) -> str:
     """A ``[servers.NAME]`` table running the surface fixture as ``name``."""
-    line = "" if prefix is None else f"prefix = {prefix!r}\n"
-    argv = ", ".join(repr(a) for a in (str(FIXTURE), name, *args))
-    return (
-        f"\n[servers.{name}]\ncommand = {sys.executable!r}\nargs = [{argv}]\n"
-        f'include = "always"\ntrust = "auto"\ntimeout = 20\n{line}'
-    )
+    return fixture_table(FIXTURE, name, *args, prefix=prefix)
 
 
-def broker_config(folder: Path, *tables: str) -> Path:
-    return write_config(folder, extra="\n[gateway]\nstartup_budget = 20\n" + "".join(tables))
+broker_config = gateway_config
 
 
 class Host:

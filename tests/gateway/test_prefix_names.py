@@ -18,7 +18,13 @@ import pytest
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.support.broker_procs import BROKER, running_broker, server_env, write_config
+from tests.support.broker_procs import (
+    BROKER,
+    fixture_table,
+    gateway_config,
+    running_broker,
+    server_env,
+)
 from tests.support.stdio_host import stdio_broker
 
 FIXTURE = Path(__file__).parent / "fixtures" / "app_server.py"
@@ -26,16 +32,10 @@ FIXTURE = Path(__file__).parent / "fixtures" / "app_server.py"
 
 def server_table(name: str, *args: str, prefix: str | None = None) -> str:
     """A ``[servers.NAME]`` table running the app fixture as ``name``."""
-    line = "" if prefix is None else f"prefix = {prefix!r}\n"
-    argv = ", ".join(repr(a) for a in (str(FIXTURE), name, *args))
-    return (
-        f"\n[servers.{name}]\ncommand = {sys.executable!r}\nargs = [{argv}]\n"
-        f'include = "always"\ntrust = "auto"\ntimeout = 20\n{line}'
-    )
+    return fixture_table(FIXTURE, name, *args, prefix=prefix)
 
 
-def broker_config(folder: Path, *tables: str) -> Path:
-    return write_config(folder, extra="\n[gateway]\nstartup_budget = 20\n" + "".join(tables))
+broker_config = gateway_config
 
 
 @asynccontextmanager

@@ -78,6 +78,23 @@ def write_config(
     return path
 
 
+def fixture_table(fixture: Path, name: str, *args: str, prefix: str | None = None) -> str:
+    """A ``[servers.NAME]`` table running the Python script ``fixture`` with ``name`` and
+    ``args`` as its arguments, its tools listed to hosts and accepted as they change."""
+    line = "" if prefix is None else f"prefix = {prefix!r}\n"
+    argv = ", ".join(repr(a) for a in (str(fixture), name, *args))
+    return (
+        f"\n[servers.{name}]\ncommand = {sys.executable!r}\nargs = [{argv}]\n"
+        f'include = "always"\ntrust = "auto"\ntimeout = 20\n{line}'
+    )
+
+
+def gateway_config(folder: Path, *tables: str) -> Path:
+    """:func:`write_config` with downstream server ``tables`` and a startup budget that
+    waits for them."""
+    return write_config(folder, extra="\n[gateway]\nstartup_budget = 20\n" + "".join(tables))
+
+
 def server_env() -> dict[str, str]:
     """Environment for broker subprocesses: no config overrides leaking in from outside."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONTEXT_BROKER_")}
