@@ -32,10 +32,13 @@ ratios. "cpu/call" is the CPU time (user + system, ms) the process each path tal
 per call: the proxy's own cost (for "direct", the server's). Then the startup time of the
 broker with the five reference servers until ``tools/list`` answers.
 
-    .venv/bin/python benchmarks/gateway_proxy.py [--quick] [--calls N] [--baseline DIR]
+    .venv/bin/python benchmarks/gateway_proxy.py [--quick] [--calls N] [--no-startup]
+        [--baseline DIR]
 
 On a shared machine, ``chrt -f 10`` in front (root) keeps neighbours from scheduling between
-the processes of a call, which otherwise dominates the spread of the figures.
+the processes of a call, which otherwise dominates the spread of the figures; add
+``--no-startup`` then: some reference servers spin once their input closes, and real-time
+ones keep the broker from stopping them. Measure the startup without ``chrt``.
 
 Needs scripts/setup-downstream.sh; the FastMCP row needs ``.venv-bench`` with ``fastmcp``
 (``python3 -m venv .venv-bench && .venv-bench/bin/pip install fastmcp``) and is skipped otherwise.
@@ -456,6 +459,12 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true", help="50 calls, no startup figure")
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument(
+        "--no-startup",
+        action="store_true",
+        help="no startup figure (under chrt, downstream servers that spin after their input "
+        "closes keep a real-time broker from stopping them)",
+    )
+    parser.add_argument(
         "--baseline",
         metavar="DIR",
         type=Path,
@@ -469,4 +478,5 @@ if __name__ == "__main__":
     if opts.baseline is not None and not (opts.baseline / "server" / "cli").is_dir():
         parser.error(f"{opts.baseline} is not a checkout of the project")
     n = 50 if opts.quick else opts.calls
-    anyio.run(main, n, 5 if opts.quick else 20, not opts.quick, opts.baseline)
+    startup = not (opts.quick or opts.no_startup)
+    anyio.run(main, n, 5 if opts.quick else 20, startup, opts.baseline)

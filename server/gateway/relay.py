@@ -13,8 +13,9 @@ When no host can answer (no call in flight, a call made for no host such as the 
 short path's, calls of several hosts at once, a host that did not declare the capability, a
 2026-07-28 host connection with no back-channel) the
 downstream gets ``-32601`` with a message saying why, at once rather than a hang; a host's
-own error is passed back as it is. Log messages go to the host of the call in flight (a
-handshake-era one) and are dropped otherwise.
+own error is passed back as it is. Log messages go to the host of the call in flight (on a
+2026-07-28 host's call's stream too), unless below the level it set, and are dropped
+otherwise.
 """
 
 from __future__ import annotations
@@ -158,8 +159,10 @@ class Relay:
         finally:
             del self._inflight[ticket]
 
-    def _host(self, what: str) -> Host | types.ErrorData:
-        """The one host the server's question can be for, or why there is none."""
+    def _host(self, what: str, asking: bool = True) -> Host | types.ErrorData:
+        """The one host the server's question (``asking``) or notification can be for, or
+        why there is none: a 2026-07-28 host can be told things on its call's stream, but
+        not asked."""
         hosts = {None if host is None else host.key: host for host in self._inflight.values()}
         if not hosts:
             return _refused(f"{what}: no call to {self._server!r} is in flight")
@@ -168,7 +171,7 @@ class Relay:
         host = next(iter(hosts.values()))
         if host is None:
             return _refused(f"{what}: no host can be asked during this call to {self._server!r}")
-        if host.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        if asking and host.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return _refused(f"{what}: the host's connection has no channel for requests")
         return host
 
@@ -232,7 +235,7 @@ class Relay:
 
     async def log(self, params: types.LoggingMessageNotificationParams) -> None:
         """A downstream log message: to the host of the call in flight, if there is one."""
-        host = self._host("logging")
+        host = self._host("logging", asking=False)
         if isinstance(host, types.ErrorData):
             log.debug("downstream %r log message not relayed: %s", self._server, host.message)
             return

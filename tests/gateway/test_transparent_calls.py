@@ -161,3 +161,27 @@ async def test_a_stdio_host_gets_log_messages_progress_and_errors_as_the_server_
             await host.request("logging/setLevel", {"level": "warning"})
             told, answer = await _wire_call(host, "fixture__test_tool_with_logging")
             assert "result" in answer and told == []  # info messages, below warning
+
+
+async def _modern_logs(url: str, name: str) -> list[tuple[str, str | None, Any]]:
+    """The log messages a 2026-07-28 host that asked for them with its request's log level
+    is told during a call."""
+    seen = Seen()
+    async with (
+        streamable_http_client(url) as (read, write),
+        ClientSession(read, write, logging_callback=seen.log, log_level="info") as session,
+    ):
+        await session.discover()
+        with anyio.fail_after(30):
+            result = await session.call_tool(name, {})
+    assert not result.is_error, result
+    return seen.logs
+
+
+async def test_a_2026_host_is_told_the_log_messages_of_its_call(tmp_path: Path) -> None:
+    async with running_fixture() as fixture_url:
+        config = write_config(tmp_path, extra=_table(url=fixture_url))
+        async with running_broker(config, "http") as (broker_url, _):
+            want = await _modern_logs(fixture_url, "test_tool_with_logging")
+            got = await _modern_logs(f"{broker_url}/mcp", "fixture__test_tool_with_logging")
+    assert got == want and len(want) == 3
