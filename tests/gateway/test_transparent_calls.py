@@ -31,6 +31,7 @@ SAME_RESULTS = (
 )
 STDIO_FIXTURE = [str(FIXTURE), "--transport", "stdio"]
 _TOLD = ("notifications/message", "notifications/progress")
+WRAPPED = "downstream://fixture/test%3A%2F%2Fstatic-text"
 
 
 def _table(*, url: str | None = None, prefix: str | None = None) -> str:
@@ -74,6 +75,19 @@ def _dump(result: types.CallToolResult) -> dict[str, Any]:
     return result.model_dump(by_alias=True, mode="json", exclude_none=True, exclude={"meta"})
 
 
+async def _prompt_and_resource(session: ClientSession, name: str, uri: str) -> tuple[Any, ...]:
+    """A prompt rendered with arguments and a resource's contents, as JSON (the contents'
+    URIs left out: a wrapped resource's contents come back under its wrapped URI)."""
+    with anyio.fail_after(30):
+        prompt = await session.get_prompt(
+            f"{name}test_prompt_with_arguments", {"arg1": "a", "arg2": "b"}
+        )
+        read = await session.read_resource(uri)
+    messages = [m.model_dump(by_alias=True, mode="json") for m in prompt.messages]
+    contents = [c.model_dump(by_alias=True, mode="json", exclude={"uri"}) for c in read.contents]
+    return messages, contents
+
+
 async def _told(session: ClientSession, name: str, seen: Seen) -> tuple[Any, ...]:
     """What a host sees of the calls that log, report progress and fail: the log messages,
     the progress reported, and the JSON-RPC error."""
@@ -105,6 +119,9 @@ async def test_through_the_default_prefix_an_http_host_sees_what_it_sees_directl
                     want = _dump(await direct.call_tool(name, {}))
                     got = _dump(await broker.call_tool(f"fixture__{name}", {}))
                 assert got == want, name
+            assert await _prompt_and_resource(broker, "fixture__", WRAPPED) == (
+                await _prompt_and_resource(direct, "", "test://static-text")
+            )
             want_told = await _told(direct, "", direct_seen)
             got_told = await _told(broker, "fixture__", broker_seen)
     logs, progress, error = got_told
