@@ -1,18 +1,24 @@
 """What a host reaches of the downstream servers besides their tools, for the handlers of
 :mod:`.mcp_server`: whether a resource, template or prompt is a downstream's and in the
 host's profile, gateway calls whose failures become protocol errors, subscriptions to
-downstream resources and completions of downstream prompts and templates."""
+downstream resources (``resources/subscribe`` and, for 2026-07-28 hosts, the resource URIs of
+a ``subscriptions/listen`` stream) and completions of downstream prompts and templates."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+import logging
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeGuard, TypeVar
 
+import anyio
 from mcp import MCPError, types
 from mcp.server import ServerRequestContext
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, SubscriptionBus
+from mcp.shared.subscriptions import ResourceUpdated, ServerEvent
 
 from contextcore.profiles import Profile
 
+from ..gateway.errors import GatewayError
 from ..gateway.surface import GatewaySurface
 from ..ui.app import APP_URI
 from .prompts import CONTEXT_PROMPT
@@ -23,6 +29,7 @@ __all__ = [
     "completion_handler",
     "downstream_call",
     "downstream_uri",
+    "listen_handler",
     "outside",
     "prompt_shown",
     "resource_shown",
@@ -32,6 +39,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 def with_servers(surface: GatewaySurface | None) -> TypeGuard[GatewaySurface]:
@@ -151,3 +159,59 @@ def completion_handler(surface: GatewaySurface, profile: Profile | None) -> Any:
         return await downstream_call(surface.gateway.resources.complete(params))
 
     return on_completion
+
+
+class _StreamBus:
+    """The events of one ``subscriptions/listen`` stream: the broker's (list changes, on the
+    shared bus) and the updates of the downstream resources this stream asked for, told to
+    it alone (its ``send_resource_updated`` is how the subscriptions tell it)."""
+
+    def __init__(self, shared: SubscriptionBus) -> None:
+        self._shared = shared
+        self._own = InMemorySubscriptionBus()
+
+    async def publish(self, event: ServerEvent) -> None:
+        await self._own.publish(event)
+
+    def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
+        shared, own = self._shared.subscribe(listener), self._own.subscribe(listener)
+
+        def unsubscribe() -> None:
+            shared()
+            own()
+
+        return unsubscribe
+
+    async def send_resource_updated(self, uri: str) -> None:
+        await self._own.publish(ResourceUpdated(uri=uri))
+
+
+def listen_handler(surface: GatewaySurface, profile: Profile | None) -> Any:
+    """``subscriptions/listen`` (2026-07-28): the broker's list changes, and for each
+    downstream resource URI the stream names (one of its profile's servers' that offers
+    subscriptions), the server's updates while the stream is open: the broker subscribes
+    there for the stream and unsubscribes when it ends."""
+    shared = surface.notifier.bus
+    subscriptions = surface.gateway.resources.subscriptions
+
+    async def on_listen(
+        ctx: ServerRequestContext[Any], params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        bus = _StreamBus(shared)
+        done: list[str] = []
+        for uri in params.notifications.resource_subscriptions or ():
+            if not downstream_uri(surface, uri) or not await resource_shown(uri, profile, surface):
+                continue
+            try:
+                await subscriptions.subscribe(uri, bus)
+                done.append(uri)
+            except GatewayError as exc:  # honored and never fires, as for an unknown URI
+                log.info("listen stream: no updates of %r: %s", uri[:200], exc)
+        try:
+            return await ListenHandler(bus)(ctx, params)
+        finally:
+            with anyio.CancelScope(shield=True):
+                for uri in done:
+                    await subscriptions.unsubscribe(uri, bus)
+
+    return on_listen

@@ -13,7 +13,6 @@ from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp.server.apps import EXTENSION_ID
 from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
-from mcp.server.subscriptions import ListenHandler
 
 from contextcore.assembly_model import AssemblyModelSpec
 from contextcore.config import HistoryConfig
@@ -35,6 +34,7 @@ from .downstream import (
     completion_handler,
     downstream_call,
     downstream_uri,
+    listen_handler,
     outside,
     prompt_shown,
     resource_shown,
@@ -317,7 +317,7 @@ def _prompt_handlers(
 
     handlers: dict[str, Any] = {"on_list_prompts": on_list_prompts, "on_get_prompt": on_get_prompt}
     if surface is not None:  # the 2026-era stream that announces list changes
-        handlers["on_subscriptions_listen"] = ListenHandler(surface.notifier.bus)
+        handlers["on_subscriptions_listen"] = listen_handler(surface, profile)
         handlers["on_completion"] = completion_handler(surface, profile)
     return handlers
 

@@ -16,6 +16,8 @@ import pytest
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.session import IncomingMessage
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import listen
+from mcp.shared.subscriptions import ResourceUpdated
 
 from tests.support.broker_procs import (
     BROKER,
@@ -308,3 +310,25 @@ async def test_subscriptions_are_made_again_when_the_server_comes_back(tmp_path:
         assert await until(touched)  # the new process was subscribed by the broker
         (update,) = await host.wait_for(types.ResourceUpdatedNotification)
         assert str(update.params.uri) == "test://static"
+
+
+async def test_a_2026_host_listening_for_a_resource_gets_its_updates(tmp_path: Path) -> None:
+    config = broker_config(tmp_path, server_table("wrapped"))
+    async with (
+        running_broker(config, "http") as (url, _),
+        streamable_http_client(f"{url}/mcp") as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.discover()
+        await until(lambda: session.read_resource(WRAPPED_STATIC))
+        async with listen(session, resource_subscriptions=[WRAPPED_STATIC]) as stream:
+            assert await call(session, "wrapped__touch", uri="test://static") == "told 1"
+            with anyio.fail_after(20):
+                event = await anext(stream)
+        assert isinstance(event, ResourceUpdated) and event.uri == WRAPPED_STATIC
+
+        async def unsubscribed() -> bool:  # once the stream ended, on the server too
+            text = text_of(await session.read_resource(WRAPPED_STATIC))
+            return text.endswith("unsubscribed: test://static")
+
+        await until(unsubscribed)
