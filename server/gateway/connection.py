@@ -1,48 +1,43 @@
 """One live session with one downstream MCP server, over stdio, Streamable HTTP or SSE.
 
-:func:`open_connection` enters the transport and the client session into the caller's
-``AsyncExitStack`` and agrees on the protocol version (see :mod:`.handshake`). The returned
-:class:`Connection` notices the end of the transport (``closed``), so the supervisor can
-reconnect; requests are bounded by the server's configured timeout. What the server asks
-during a call is relayed to the host that made it (see :mod:`.relay`).
+:func:`open_connection` enters the transport and the client session (see :mod:`.transports`)
+into the caller's ``AsyncExitStack`` and agrees on the protocol version (see
+:mod:`.handshake`). The returned :class:`Connection` notices the end of the transport
+(``closed``), so the supervisor can reconnect; requests are bounded by the server's
+configured timeout. What the server asks during a call is relayed to the host that made it
+(see :mod:`.relay`); each call goes downstream as the host's (see :meth:`Connection.call_tool`).
 """
 
 from __future__ import annotations
 
 import logging
-import sys
-import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
-from types import TracebackType
 from typing import IO, Any, TypeVar
 
 import anyio
 import httpx2
 import mcp_types as types
-from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
+from mcp import ClientSession, MCPError
 from mcp.client._input_required import (
     InputRequiredRoundsExceededError,
     run_input_required_driver,
 )
-from mcp.client.session import ClientRequestContext, IncomingMessage, MessageHandlerFnT
-from mcp.client.sse import sse_client
-from mcp.client.streamable_http import streamable_http_client
+from mcp.client.session import ClientRequestContext, IncomingMessage
 from mcp.shared.dispatcher import ProgressFnT
-from mcp.shared.message import SessionMessage
 from pydantic import TypeAdapter, ValidationError
 
 from server.settings import DownstreamConfig
 
-from ..transport.sdk_compat import ReadStream, send_raw
+from ..transport.sdk_compat import send_raw
 from .eras import HandshakeLanes, Lane
 from .errors import UnreadableAnswer
-from .handshake import CLIENT_INFO, handshake, negotiate
-from .naming import sanitize
+from .handshake import handshake, negotiate
 from .relay import Host, Relay, current_host
-from .stdio_link import StdioLink, open_stdio_link
+from .stdio_link import StdioLink
+from .transports import client_session, open_transport, read_tail
 
-__all__ = ["Connection", "NotificationFn", "open_connection", "read_tail", "spool_stderr"]
+__all__ = ["Connection", "NotificationFn", "open_connection"]
 
 log = logging.getLogger(__name__)
 
@@ -54,63 +49,10 @@ _CALL_OUTCOME: TypeAdapter[types.CallToolResult | types.InputRequiredResult] = T
 _JSON_OBJECT: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 _R = TypeVar("_R")
 _RESPONSES: TypeAdapter[types.InputResponses] = TypeAdapter(types.InputResponses)
-_STDERR_TAIL = 2000
 _SendFn = Callable[
     [types.InputResponses | None, str | None],
     Awaitable[types.CallToolResult | types.InputRequiredResult],
 ]
-
-
-class _WatchedReadStream:
-    """A read stream that sets ``closed`` when the transport ends (EOF or closed). Once
-    :attr:`modern` is set (a 2026-07-28 connection), a result without ``resultType`` is
-    read as ``"complete"``, as that revision tells clients to (the SDK's result check
-    would otherwise refuse it)."""
-
-    def __init__(self, inner: ReadStream[SessionMessage | Exception], closed: anyio.Event) -> None:
-        self._inner = inner
-        self._closed = closed
-        self.modern = False
-
-    @property
-    def last_context(self) -> Any:
-        return getattr(self._inner, "last_context", None)
-
-    async def receive(self) -> SessionMessage | Exception:
-        try:
-            message = await self._inner.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self._closed.set()
-            raise
-        if self.modern and isinstance(message, SessionMessage):
-            response = message.message
-            if isinstance(response, types.JSONRPCResponse):
-                response.result.setdefault("resultType", "complete")
-        return message
-
-    async def aclose(self) -> None:
-        self._closed.set()
-        await self._inner.aclose()
-
-    def __aiter__(self) -> _WatchedReadStream:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> _WatchedReadStream:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 def _call_params(name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
@@ -387,71 +329,6 @@ class Connection:
         return await _all_pages(self.session.list_prompts, "prompts")
 
 
-def read_tail(stream: IO[bytes] | None) -> str:
-    """The last ~2000 characters of a spooled stderr file."""
-    if stream is None or stream.closed:
-        return ""
-    try:
-        stream.flush()
-        size = stream.seek(0, 2)
-        stream.seek(max(0, size - _STDERR_TAIL))
-        text = stream.read().decode("utf-8", "replace")
-        stream.seek(0, 2)
-    except (OSError, ValueError):
-        return ""
-    return text.strip()
-
-
-async def _transport(
-    stack: AsyncExitStack,
-    config: DownstreamConfig,
-    stderr: IO[bytes] | None,
-    fast_path: bool,
-    auth: httpx2.Auth | None,
-) -> tuple[ReadStream[SessionMessage | Exception], Any, StdioLink | None]:
-    kind = config.kind
-    if kind == "stdio":
-        assert config.command is not None
-        params = StdioServerParameters(
-            command=config.command,
-            args=list(config.args),
-            env=dict(config.env) or None,
-            cwd=config.cwd,
-        )
-        if fast_path and sys.platform != "win32":
-            link = await stack.enter_async_context(open_stdio_link(params, stderr))
-            return link.read_stream, link.write_stream, link
-        read, write = await stack.enter_async_context(stdio_client(params, errlog=stderr))  # type: ignore[arg-type, unused-ignore]
-        return read, write, None
-    assert config.url is not None
-    if kind == "http":
-        client = await stack.enter_async_context(
-            httpx2.AsyncClient(
-                headers=dict(config.headers),
-                timeout=httpx2.Timeout(config.timeout, read=max(300.0, config.timeout)),
-                auth=auth,
-            )
-        )
-        read, write = await stack.enter_async_context(
-            streamable_http_client(config.url, http_client=client)
-        )
-        return read, write, None
-    if kind == "sse":
-        read, write = await stack.enter_async_context(
-            sse_client(config.url, headers=dict(config.headers), timeout=config.timeout, auth=auth)
-        )
-        return read, write, None
-    raise AssertionError(kind)
-
-
-def spool_stderr(stack: AsyncExitStack, name: str, config: DownstreamConfig) -> IO[bytes] | None:
-    """A temporary file for a stdio server's stderr (closed with ``stack``); None for HTTP."""
-    if config.kind != "stdio":
-        return None
-    spool = tempfile.TemporaryFile(prefix=f"mcp-{sanitize(name)}-stderr-")  # noqa: SIM115
-    return stack.enter_context(spool)
-
-
 async def open_connection(
     stack: AsyncExitStack,
     name: str,
@@ -467,12 +344,12 @@ async def open_connection(
 
     The caller bounds the whole call with a cancel scope; requests made later through the
     returned connection default to ``config.timeout``. A stdio server's stderr goes to
-    ``stderr`` (see :func:`spool_stderr`) so failures can quote it, redacted. With
+    ``stderr`` (see :func:`.transports.spool_stderr`) so failures can quote it, redacted. With
     ``fast_path`` a stdio server is spawned by :mod:`.stdio_link` (forwarded calls take its
     request lane); without, by the SDK's ``stdio_client``, every request through the session.
     ``auth`` signs an HTTP or SSE server's requests (OAuth, see :mod:`.oauth`).
     """
-    read, write, link = await _transport(stack, config, stderr, fast_path, auth)
+    read, write, link = await open_transport(stack, config, stderr, fast_path, auth)
 
     async def handle(message: IncomingMessage) -> None:
         if isinstance(message, Exception):
@@ -482,7 +359,7 @@ async def open_connection(
 
     relay = Relay(name, config.timeout)
     closed = anyio.Event()
-    session, watched = await _session(stack, read, write, config, relay, handle, closed)
+    session, watched = await client_session(stack, read, write, config, relay, handle, closed)
     await negotiate(session, config)
     # On the 2026-07-28 wire a result without resultType reads as complete.
     watched.modern = session.discover_result is not None
@@ -492,9 +369,9 @@ async def open_connection(
         capabilities: types.ClientCapabilities,
         info: types.Implementation | None,
     ) -> Lane:
-        lane_read, lane_write, _ = await _transport(lane_stack, config, None, False, auth)
+        lane_read, lane_write, _ = await open_transport(lane_stack, config, None, False, auth)
         lane = Lane(session, Relay(name, config.timeout))
-        lane.session, _ = await _session(
+        lane.session, _ = await client_session(
             lane_stack, lane_read, lane_write, config, lane.relay, handle, lane.closed
         )
         await handshake(lane.session, capabilities=capabilities, client_info=info)
@@ -503,34 +380,6 @@ async def open_connection(
     modern_http = config.kind == "http" and session.discover_result is not None
     lanes = HandshakeLanes(name, open_lane) if modern_http else None
     return Connection(name, session, closed, stderr, link, relay, lanes)
-
-
-async def _session(
-    stack: AsyncExitStack,
-    read: ReadStream[SessionMessage | Exception],
-    write: Any,
-    config: DownstreamConfig,
-    relay: Relay,
-    handle: MessageHandlerFnT,
-    closed: anyio.Event,
-) -> tuple[ClientSession, _WatchedReadStream]:
-    """A client session over ``read``/``write`` in ``stack`` whose questions and log
-    messages go to ``relay``, and its read stream; ``closed`` is set when its transport
-    ends."""
-    watched = _WatchedReadStream(read, closed)
-    session = ClientSession(
-        watched,
-        write,
-        read_timeout_seconds=config.timeout,
-        sampling_callback=relay.sample,
-        elicitation_callback=relay.elicit,
-        list_roots_callback=relay.list_roots,
-        logging_callback=relay.log,
-        message_handler=handle,
-        client_info=CLIENT_INFO,
-    )
-    await stack.enter_async_context(session)
-    return session, watched
 
 
 async def _all_pages(fetch: Any, field: str) -> list[Any]:

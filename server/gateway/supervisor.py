@@ -20,7 +20,7 @@ import mcp_types as types
 
 from server.settings import DownstreamConfig
 
-from .connection import Connection, open_connection, read_tail, spool_stderr
+from .connection import Connection, open_connection
 from .errors import GatewayError
 from .models import GatewaySettings
 from .oauth import build_auth, paused
@@ -29,6 +29,7 @@ from .oauth_store import TokenFile, TokenStore
 from .secrets import Redactor, expand_server
 from .server_state import ServerState
 from .servers_file import DEPTH_ENV, broker_depth
+from .transports import read_tail, spool_stderr
 
 __all__ = ["Supervisor"]
 
