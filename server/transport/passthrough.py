@@ -23,6 +23,7 @@ messages during such a call reach the host as sent, before the answer, unless be
 the host set with ``logging/setLevel``. A host's ``notifications/cancelled`` for such a call
 cancels the downstream request and no response is sent, as the specification asks.
 """
+
 from __future__ import annotations
 
 import logging
