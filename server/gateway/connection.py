@@ -25,12 +25,13 @@ from mcp.client._input_required import (
 )
 from mcp.client.session import ClientRequestContext, IncomingMessage
 from mcp.shared.dispatcher import ProgressFnT
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter, ValidationError
 
 from server.settings import DownstreamConfig
 
 from ..transport.sdk_compat import send_raw
-from .eras import HandshakeLanes, Lane
+from .eras import HandshakeLanes, Lane, NoHandshake
 from .errors import UnreadableAnswer
 from .handshake import handshake, negotiate
 from .relay import Host, Relay, current_host
@@ -124,7 +125,7 @@ class Connection:
         if host is None or host.modern or self._lanes is None:
             yield self._main
             return
-        async with self._lanes.use(host.declared(), host.client_info()) as lane:
+        async with self._lanes.use(host.declared(), host.client_info(), self._main) as lane:
             yield lane
 
     async def stateful_session(self) -> ClientSession:
@@ -134,7 +135,10 @@ class Connection:
         the connection's own."""
         if self._lanes is None:
             return self.session
-        return (await self._lanes.pinned()).session
+        try:
+            return (await self._lanes.pinned()).session
+        except NoHandshake:
+            return self.session
 
     def _sender(
         self,
@@ -377,9 +381,18 @@ async def open_connection(
         await handshake(lane.session, capabilities=capabilities, client_info=info)
         return lane
 
-    modern_http = config.kind == "http" and session.discover_result is not None
-    lanes = HandshakeLanes(name, open_lane) if modern_http else None
+    lanes = HandshakeLanes(name, open_lane) if _speaks_both(config, session) else None
     return Connection(name, session, closed, stderr, link, relay, lanes)
+
+
+def _speaks_both(config: DownstreamConfig, session: ClientSession) -> bool:
+    """Whether an http server the broker reaches on the 2026-07-28 wire also speaks the
+    handshake era (its ``server/discover`` lists such a version), so handshake-era hosts'
+    calls can go to it over handshake-era sessions."""
+    found = session.discover_result
+    if config.kind != "http" or found is None:
+        return False
+    return any(v in HANDSHAKE_PROTOCOL_VERSIONS for v in found.supported_versions)
 
 
 async def _all_pages(fetch: Any, field: str) -> list[Any]:

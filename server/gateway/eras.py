@@ -27,12 +27,20 @@ from mcp import ClientSession
 
 from .relay import Relay
 
-__all__ = ["LIMIT", "HandshakeLanes", "Lane", "OpenLane"]
+__all__ = ["LIMIT", "HandshakeLanes", "Lane", "NoHandshake", "NotServing", "OpenLane"]
 
 log = logging.getLogger(__name__)
 
 LIMIT = 8
 """Handshake-era sessions kept open per downstream server."""
+
+
+class NotServing(RuntimeError):
+    """The connection's lanes are not running yet (a moment after it connects)."""
+
+
+class NoHandshake(RuntimeError):
+    """The server opened no handshake-era session (it speaks only the 2026-07-28 wire)."""
 
 
 @dataclass
@@ -70,6 +78,7 @@ class HandshakeLanes:
         self._lanes: OrderedDict[str, Lane] = OrderedDict()
         self._lock = anyio.Lock()
         self._tg: anyio.abc.TaskGroup | None = None
+        self._unspoken: str | None = None  # why the server opens no handshake-era session
 
     async def run(self) -> None:
         """Hold the sessions until cancelled; they close with it."""
@@ -83,11 +92,18 @@ class HandshakeLanes:
 
     @asynccontextmanager
     async def use(
-        self, capabilities: types.ClientCapabilities, info: types.Implementation | None
+        self,
+        capabilities: types.ClientCapabilities,
+        info: types.Implementation | None,
+        fallback: Lane,
     ) -> AsyncIterator[Lane]:
         """The lane for hosts that declared ``capabilities`` and ``info``, held busy (never
-        closed for room) while the block runs."""
-        lane = await self._get(lane_key(capabilities, info), capabilities, info)
+        closed for room) while the block runs; ``fallback`` (the connection's own) when the
+        server has no handshake-era sessions to give."""
+        try:
+            lane = await self._get(lane_key(capabilities, info), capabilities, info)
+        except (NoHandshake, NotServing):
+            lane = fallback
         lane.busy += 1
         try:
             yield lane
@@ -97,16 +113,36 @@ class HandshakeLanes:
     async def _get(
         self, key: str, capabilities: types.ClientCapabilities, info: types.Implementation | None
     ) -> Lane:
+        if self._unspoken is not None:
+            raise NoHandshake(self._unspoken)
         async with self._lock:
             lane = self._lanes.get(key)
             if lane is None:
-                if self._tg is None:
-                    raise RuntimeError(f"downstream {self._server!r} is not serving")
-                lane = await self._tg.start(self._keep, key, capabilities, info)
+                lane = await self._open_lane(key, capabilities, info)
                 self._lanes[key] = lane
                 self._make_room()
             self._lanes.move_to_end(key)
             return lane
+
+    async def _open_lane(
+        self, key: str, capabilities: types.ClientCapabilities, info: types.Implementation | None
+    ) -> Lane:
+        """A new lane; a server that cannot open one (it speaks only the 2026-07-28 wire) is
+        not asked again on this connection."""
+        if self._tg is None:
+            raise NotServing(f"downstream {self._server!r} is not serving yet")
+        try:
+            lane: Lane = await self._tg.start(self._keep, key, capabilities, info)
+        except Exception as exc:
+            self._unspoken = f"{type(exc).__name__}: {exc}"
+            log.info(
+                "downstream %r: no handshake-era session (%s); handshake-era hosts' calls go "
+                "over the 2026-07-28 connection",
+                self._server,
+                self._unspoken,
+            )
+            raise NoHandshake(self._unspoken) from None
+        return lane
 
     async def pinned(self) -> Lane:
         """A lane declaring no capabilities that is never closed for room: where requests

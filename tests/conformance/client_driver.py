@@ -20,7 +20,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 
 HERE = Path(__file__).resolve().parent
 BROKER = str(Path(sys.executable).parent / "context-broker")
@@ -169,7 +169,11 @@ async def drive(
             arguments = given_arguments(tool, listed, context or {})
             if arguments is None:
                 arguments = arguments_for(tool.input_schema)
-            result = await session.call_tool(tool.name, arguments, progress_callback=progress)
+            try:
+                result = await session.call_tool(tool.name, arguments, progress_callback=progress)
+            except MCPError as exc:  # the server's JSON-RPC error, as it sent it
+                calls.append(f"{tool.name}: error {exc.error.code}: {exc.error.message}")
+                continue
             text = " ".join(b.text for b in result.content if isinstance(b, types.TextContent))
             calls.append(f"{tool.name}: {'error: ' if result.is_error else ''}{text}")
         return calls
