@@ -25,7 +25,6 @@ from mcp.client._input_required import (
 )
 from mcp.client.session import ClientRequestContext, IncomingMessage
 from mcp.shared.dispatcher import ProgressFnT
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter, ValidationError
 
 from server.settings import DownstreamConfig
@@ -381,18 +380,9 @@ async def open_connection(
         await handshake(lane.session, capabilities=capabilities, client_info=info)
         return lane
 
-    lanes = HandshakeLanes(name, open_lane) if _speaks_both(config, session) else None
+    modern_http = config.kind == "http" and session.discover_result is not None
+    lanes = HandshakeLanes(name, open_lane) if modern_http else None
     return Connection(name, session, closed, stderr, link, relay, lanes)
-
-
-def _speaks_both(config: DownstreamConfig, session: ClientSession) -> bool:
-    """Whether an http server the broker reaches on the 2026-07-28 wire also speaks the
-    handshake era (its ``server/discover`` lists such a version), so handshake-era hosts'
-    calls can go to it over handshake-era sessions."""
-    found = session.discover_result
-    if config.kind != "http" or found is None:
-        return False
-    return any(v in HANDSHAKE_PROTOCOL_VERSIONS for v in found.supported_versions)
 
 
 async def _all_pages(fetch: Any, field: str) -> list[Any]:

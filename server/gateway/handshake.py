@@ -15,6 +15,8 @@ from pydantic import ValidationError
 
 from server.settings import DownstreamConfig
 
+from ..transport.sdk_compat import MCP_METHOD_HEADER, send_raw
+
 __all__ = ["CLIENT_INFO", "handshake", "negotiate"]
 
 CLIENT_INFO = types.Implementation(name="context-broker-gateway", version="0.1.0")
@@ -51,15 +53,23 @@ async def handshake(
     client_info: types.Implementation | None = None,
 ) -> None:
     """The ``initialize`` handshake offering ``version``, declaring ``capabilities`` (by
-    default what can be relayed) and ``client_info`` (by default the broker's)."""
+    default what can be relayed) and ``client_info`` (by default the broker's). Over HTTP the
+    request names its method in ``Mcp-Method`` too, as 2026-07-28 servers ask of every
+    request (one that speaks only that revision then refuses it cleanly)."""
     params = types.InitializeRequestParams(
         protocol_version=version,
         capabilities=capabilities,
         client_info=client_info or CLIENT_INFO,
+    ).model_dump(by_alias=True, mode="json", exclude_none=True)
+    raw = await send_raw(
+        session,
+        "initialize",
+        params,
+        meta={},
+        timeout=None,
+        headers={MCP_METHOD_HEADER: "initialize"},
     )
-    result = await session.send_request(
-        types.InitializeRequest(params=params), types.InitializeResult
-    )
+    result = types.InitializeResult.model_validate(raw, by_name=False)
     if result.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
         raise RuntimeError(
             f"unsupported protocol version from the server: {result.protocol_version!r}"

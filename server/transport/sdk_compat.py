@@ -34,11 +34,13 @@ from mcp import ClientSession
 from mcp.client.stdio import get_default_environment
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared._stream_protocols import ReadStream
+from mcp.shared.inbound import MCP_METHOD_HEADER
 
 from contextcore.errors import ConfigError
 
 __all__ = [
     "FAST_PATH_ENV",
+    "MCP_METHOD_HEADER",
     "SDK_RANGE",
     "ReadStream",
     "connection_key",
@@ -73,17 +75,21 @@ async def send_raw(
     meta: Mapping[str, Any],
     timeout: float | None,
     on_progress: Any = None,
+    headers: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Send ``method`` with ``params`` on ``session`` and return the result object as the
     server sent it (its JSON-RPC error raises ``MCPError`` carrying it as sent). The session
     stamps the request as it stamps its own (protocol version, headers); the keys of ``meta``
     then replace the stamp's, so the server reads the host's ``_meta`` (client info and
-    capabilities, log level, progress token, trace context) and not the broker's."""
+    capabilities, log level, progress token, trace context) and not the broker's; ``headers``
+    go with it over HTTP."""
     data: dict[str, Any] = {"method": method, "params": dict(params)}
     opts: dict[str, Any] = {}
     session._stamp(data, opts)  # type: ignore[arg-type]
     stamped = data["params"].setdefault("_meta", {})
     stamped.update(meta)
+    if headers:
+        opts.setdefault("headers", {}).update(headers)
     if timeout is not None:
         opts["timeout"] = timeout
     if on_progress is not None:
