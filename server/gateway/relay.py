@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from weakref import WeakKeyDictionary
 
 import anyio
 import mcp_types as types
@@ -38,9 +38,9 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel
 
-from ..transport.sdk_compat import connection_key
+from ..transport.sdk_compat import connection_key, connection_of
 
-__all__ = ["Host", "Relay", "calling_for", "current_host", "set_log_level"]
+__all__ = ["Host", "Relay", "calling_for", "current_host", "set_log_level", "severity", "shown"]
 
 log = logging.getLogger(__name__)
 
@@ -114,18 +114,28 @@ _SEVERITY = {
         ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
     )
 }
-# The level each host connection set with logging/setLevel (the latest 256 connections).
-_LOG_LEVELS: OrderedDict[int, int] = OrderedDict()
+# The level each host connection set with logging/setLevel, kept as long as the connection.
+_LOG_LEVELS: WeakKeyDictionary[object, int] = WeakKeyDictionary()
+
+
+def severity(level: object) -> int | None:
+    """The rank of an MCP log level (``debug`` lowest), or None for no level MCP knows."""
+    return _SEVERITY.get(level) if isinstance(level, str) else None
+
+
+def shown(level: object, floor: int) -> bool:
+    """Whether a log message at ``level`` reaches a host that set ``floor`` (a message of no
+    known level always does, as the downstream's own filter would not know it either)."""
+    rank = severity(level)
+    return rank is None or rank >= floor
 
 
 def set_log_level(session: ServerSession, level: str) -> None:
     """Remember the ``logging/setLevel`` of a host connection: a downstream's log messages
     below it are not passed on to that host, as the downstream would not have sent them."""
-    key = connection_key(session)
-    _LOG_LEVELS[key] = _SEVERITY.get(level, 0)
-    _LOG_LEVELS.move_to_end(key)
-    while len(_LOG_LEVELS) > 256:
-        _LOG_LEVELS.popitem(last=False)
+    rank = severity(level)
+    if rank is not None:
+        _LOG_LEVELS[connection_of(session)] = rank
 
 
 def current_host() -> Host | None:
@@ -239,7 +249,7 @@ class Relay:
         if isinstance(host, types.ErrorData):
             log.debug("downstream %r log message not relayed: %s", self._server, host.message)
             return
-        if _SEVERITY.get(params.level, 0) < _LOG_LEVELS.get(host.key, 0):
+        if not shown(params.level, _LOG_LEVELS.get(connection_of(host.session), 0)):
             return
         note = types.LoggingMessageNotification(params=params)
         try:

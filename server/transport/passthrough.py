@@ -30,10 +30,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-import anyio
-import anyio.abc
 from mcp_types import INTERNAL_ERROR, ErrorData
 
+from ..gateway.relay import severity, shown
 from ..gateway.surface import GatewaySurface
 from .jsonrpc_lines import RequestKey, error_line, id_key, read_object, result_line
 
@@ -50,7 +49,7 @@ class DirectCalls:
     :meth:`take` is called with every input line before it is handed to the SDK; it returns
     True when the line was handled here. A call to a server with a fast lane is written
     downstream at once and answered where the downstream's answer is read, with no task
-    waiting for it; others run in the task group given to :meth:`start`.
+    waiting for it; others are left to the SDK. Nothing is taken before :meth:`start`.
     """
 
     def __init__(self, surface: GatewaySurface) -> None:
@@ -58,19 +57,17 @@ class DirectCalls:
         self._ready = False
         # Per call in flight, how to give it up when the host cancels it.
         self._inflight: dict[RequestKey, Callable[[], None]] = {}
-        self._tg: anyio.abc.TaskGroup | None = None
         self._host_answers = False  # the host declared elicitation, sampling or roots
         self._write: WriteFn | None = None
         self._min_level = 0  # the host's logging/setLevel (everything until it sets one)
 
-    def start(self, tg: anyio.abc.TaskGroup, write: WriteFn) -> None:
-        """Run calls in ``tg`` and write their responses (one JSON line each) with ``write``."""
-        self._tg = tg
+    def start(self, write: WriteFn) -> None:
+        """Start taking calls; their answers (one JSON line each) are written with ``write``."""
         self._write = write
 
     def take(self, line: bytes) -> bool:
         """Handle ``line`` here (True) or leave it to the SDK (False)."""
-        if self._tg is None:
+        if self._write is None:
             return False
         if b'"tools/call"' in line:
             # "\ud8"-"\udf": a surrogate escape, maybe a lone one the full path repairs
@@ -79,7 +76,8 @@ class DirectCalls:
         if b"notifications/cancelled" in line:
             return self._take_cancel(line)
         if b'"logging/setLevel"' in line:  # the SDK answers it; log messages here follow it
-            self._min_level = _LEVELS.get(_set_level(line) or "", self._min_level)
+            level = severity(_set_level(line))
+            self._min_level = self._min_level if level is None else level
         if not self._ready and b'"initialize"' in line:
             self._host_answers = _host_answers(line) or self._host_answers
         if not self._ready and b"notifications/initialized" in line:
@@ -147,8 +145,7 @@ class DirectCalls:
         """A downstream's log message during a call forwarded here, written to the host as
         the server sent it, unless below the level the host set (``logging/setLevel``)."""
         assert self._write is not None
-        level = _LEVELS.get(_log_level(line) or "", len(_LEVELS))
-        if level >= self._min_level:
+        if shown(_log_level(line), self._min_level):
             self._write(line if line.endswith(b"\n") else line + b"\n")
         return True
 
@@ -190,14 +187,6 @@ def _host_answers(line: bytes) -> bool:
     params = message.get("params")
     capabilities = params.get("capabilities") if isinstance(params, dict) else None
     return isinstance(capabilities, dict) and any(k in capabilities for k in _ASKABLE)
-
-
-_LEVELS = {
-    name: rank
-    for rank, name in enumerate(
-        ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
-    )
-}
 
 
 def _log_level(line: bytes) -> str | None:

@@ -44,6 +44,7 @@ __all__ = [
     "SDK_RANGE",
     "ReadStream",
     "connection_key",
+    "connection_of",
     "default_environment",
     "fast_path_enabled",
     "send_raw",
@@ -62,9 +63,15 @@ default_environment = get_default_environment
 terminate_process_tree = terminate_posix_process_tree
 
 
+def connection_of(session: object) -> object:
+    """The object behind a host connection, the same for every request's session object on
+    it (it lives as long as the connection)."""
+    return getattr(session, "_connection", session)
+
+
 def connection_key(session: object) -> int:
     """One key per host connection, the same for every request's session object on it."""
-    return id(getattr(session, "_connection", session))
+    return id(connection_of(session))
 
 
 async def send_raw(

@@ -177,7 +177,7 @@ async def fast_stdio_server(direct: DirectCalls | None = None) -> AsyncIterator[
         return
     async with _pipes() as (lines, writer), anyio.create_task_group() as tg:
         if direct is not None:
-            direct.start(tg, writer.write_line)
+            direct.start(writer.write_line)
             lines = _Lines(lines.reader, direct.take)
         to_server, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         write_stream, from_server = anyio.create_memory_object_stream[SessionMessage](0)

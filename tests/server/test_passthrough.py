@@ -94,13 +94,12 @@ def wired() -> tuple[DirectCalls, FakeSurface, list[dict[str, Any]]]:
 
 async def test_calls_are_taken_only_after_the_host_is_initialized(wired: Any) -> None:
     direct, fake, written = wired
-    async with anyio.create_task_group() as tg:
-        direct.start(tg, lambda data: written.append(json.loads(data)))
-        assert not direct.take(call(1, "srv__echo"))
-        assert not direct.take(json.dumps(INITIALIZE).encode())
-        assert not direct.take(INITIALIZED)  # the SDK sees it too
-        assert direct.take(call(2, "srv__echo"))
-        await settle()
+    direct.start(lambda data: written.append(json.loads(data)))
+    assert not direct.take(call(1, "srv__echo"))
+    assert not direct.take(json.dumps(INITIALIZE).encode())
+    assert not direct.take(INITIALIZED)  # the SDK sees it too
+    assert direct.take(call(2, "srv__echo"))
+    await settle()
     assert written == [
         {
             "jsonrpc": "2.0",
@@ -121,31 +120,29 @@ async def test_a_host_that_can_be_asked_gets_every_call_through_the_full_path(
         "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}}},
     }
-    async with anyio.create_task_group() as tg:
-        direct.start(tg, lambda data: written.append(json.loads(data)))
-        assert not direct.take(json.dumps(initialize).encode())
-        assert not direct.take(INITIALIZED)
-        assert not direct.take(call(1, "srv__echo"))  # the relay can ask this host
-        await settle()
+    direct.start(lambda data: written.append(json.loads(data)))
+    assert not direct.take(json.dumps(initialize).encode())
+    assert not direct.take(INITIALIZED)
+    assert not direct.take(call(1, "srv__echo"))  # the relay can ask this host
+    await settle()
     assert written == [] and fake.calls == []
 
 
 async def test_calls_needing_the_full_path_are_left_to_the_sdk(wired: Any) -> None:
     direct, fake, written = wired
-    async with anyio.create_task_group() as tg:
-        direct.start(tg, lambda data: written.append(json.loads(data)))
-        direct.take(INITIALIZED)
-        assert not direct.take(call(1, "srv__echo", _meta={"session_id": "s"}))
-        assert not direct.take(call(2, "srv__echo", _meta={"progressToken": 9}))
-        assert not direct.take(call(3, "create_session"))  # the broker's own tools
-        assert not direct.take(call(4, "srv__echo", arguments=[1, 2]))
-        assert not direct.take(call(True, "srv__echo"))
-        assert not direct.take(call(None, "srv__echo"))
-        assert not direct.take(b'{"jsonrpc":"2.0","id":5,"method":"tools/call", broken')
-        assert not direct.take(b'[{"jsonrpc":"2.0","id":6,"method":"tools/call"}]')
-        assert not direct.take(call(8, "srv__far"))  # no fast lane to its server
-        assert direct.take(call(7, "srv__echo", arguments=None))
-        await settle()
+    direct.start(lambda data: written.append(json.loads(data)))
+    direct.take(INITIALIZED)
+    assert not direct.take(call(1, "srv__echo", _meta={"session_id": "s"}))
+    assert not direct.take(call(2, "srv__echo", _meta={"progressToken": 9}))
+    assert not direct.take(call(3, "create_session"))  # the broker's own tools
+    assert not direct.take(call(4, "srv__echo", arguments=[1, 2]))
+    assert not direct.take(call(True, "srv__echo"))
+    assert not direct.take(call(None, "srv__echo"))
+    assert not direct.take(b'{"jsonrpc":"2.0","id":5,"method":"tools/call", broken')
+    assert not direct.take(b'[{"jsonrpc":"2.0","id":6,"method":"tools/call"}]')
+    assert not direct.take(call(8, "srv__far"))  # no fast lane to its server
+    assert direct.take(call(7, "srv__echo", arguments=None))
+    await settle()
     assert [w["id"] for w in written] == [7]
     assert fake.calls == [("srv__echo", {})]
 
@@ -154,41 +151,38 @@ async def test_a_call_sent_with_no_waiting_task_is_answered_when_its_answer_is_r
     wired: Any,
 ) -> None:
     direct, fake, written = wired
-    async with anyio.create_task_group() as tg:
-        direct.start(tg, lambda data: written.append(json.loads(data)))
-        direct.take(INITIALIZED)
-        assert direct.take(call(1, "srv__soon", arguments={"x": 2}))
-        assert not direct.take(call(1, "srv__echo"))  # its id is in flight until answered
-        assert written == []
-        fake.soon[0]({"content": [], "isError": False})
-        assert written == [{"jsonrpc": "2.0", "id": 1, "result": {"content": [], "isError": False}}]
-        assert direct.take(call(1, "srv__echo"))  # answered: the id is free again
-        await settle()
+    direct.start(lambda data: written.append(json.loads(data)))
+    direct.take(INITIALIZED)
+    assert direct.take(call(1, "srv__soon", arguments={"x": 2}))
+    assert not direct.take(call(1, "srv__echo"))  # its id is in flight until answered
+    assert written == []
+    fake.soon[0]({"content": [], "isError": False})
+    assert written == [{"jsonrpc": "2.0", "id": 1, "result": {"content": [], "isError": False}}]
+    assert direct.take(call(1, "srv__echo"))  # answered: the id is free again
+    await settle()
     assert [w["id"] for w in written] == [1, 1]
     assert fake.calls == [("srv__soon", {"x": 2}), ("srv__echo", {"x": 1})]
 
 
 async def test_a_host_cancel_gives_up_a_call_sent_with_no_waiting_task(wired: Any) -> None:
     direct, fake, written = wired
-    async with anyio.create_task_group() as tg:
-        direct.start(tg, lambda data: written.append(json.loads(data)))
-        direct.take(INITIALIZED)
-        assert direct.take(call("b", "srv__soon"))
-        assert direct.take(cancel("b"))
-        assert fake.given_up == ["cancelled by the host"]
-        assert not direct.take(cancel("b"))  # nothing is in flight under that id any more
-        await settle()
+    direct.start(lambda data: written.append(json.loads(data)))
+    direct.take(INITIALIZED)
+    assert direct.take(call("b", "srv__soon"))
+    assert direct.take(cancel("b"))
+    assert fake.given_up == ["cancelled by the host"]
+    assert not direct.take(cancel("b"))  # nothing is in flight under that id any more
+    await settle()
     assert written == []
 
 
 async def test_a_failure_in_forwarding_costs_one_call_not_the_connection(wired: Any) -> None:
     direct, _, written = wired
-    async with anyio.create_task_group() as tg:
-        direct.start(tg, lambda data: written.append(json.loads(data)))
-        direct.take(INITIALIZED)
-        assert direct.take(call(1, "srv__boom"))
-        assert direct.take(call(2, "srv__echo"))
-        await settle()
+    direct.start(lambda data: written.append(json.loads(data)))
+    direct.take(INITIALIZED)
+    assert direct.take(call(1, "srv__boom"))
+    assert direct.take(call(2, "srv__echo"))
+    await settle()
     assert written[0]["id"] == 1 and written[0]["error"]["code"] == -32603
     assert "srv__boom" in written[0]["error"]["message"]
     assert written[1]["id"] == 2 and "result" in written[1]
@@ -196,11 +190,10 @@ async def test_a_failure_in_forwarding_costs_one_call_not_the_connection(wired: 
 
 async def test_a_servers_json_rpc_error_is_written_as_it_sent_it(wired: Any) -> None:
     direct, _, written = wired
-    async with anyio.create_task_group() as tg:
-        direct.start(tg, lambda data: written.append(json.loads(data)))
-        direct.take(INITIALIZED)
-        assert direct.take(call(3, "srv__error"))
-        await settle()
+    direct.start(lambda data: written.append(json.loads(data)))
+    direct.take(INITIALIZED)
+    assert direct.take(call(3, "srv__error"))
+    await settle()
     error = {"code": -32021, "message": "needs elicitation", "data": {"why": "form"}}
     assert written == [{"jsonrpc": "2.0", "id": 3, "error": error}]
 
@@ -213,13 +206,12 @@ async def test_log_messages_reach_the_host_before_the_answer_at_its_level(wired:
         "method": "logging/setLevel",
         "params": {"level": "warning"},
     }
-    async with anyio.create_task_group() as tg:
-        direct.start(tg, lambda data: written.append(json.loads(data)))
-        direct.take(INITIALIZED)
-        assert direct.take(call(4, "srv__log"))
-        assert not direct.take(json.dumps(set_level).encode())  # the SDK answers it
-        assert direct.take(call(5, "srv__log"))
-        await settle()
+    direct.start(lambda data: written.append(json.loads(data)))
+    direct.take(INITIALIZED)
+    assert direct.take(call(4, "srv__log"))
+    assert not direct.take(json.dumps(set_level).encode())  # the SDK answers it
+    assert direct.take(call(5, "srv__log"))
+    await settle()
     levels = [w["params"]["level"] if "method" in w else w["id"] for w in written]
     assert levels == ["debug", "error", 4, "error", 5]
     assert written[0] == json.loads(_log_line("debug"))
