@@ -46,7 +46,6 @@ _CALL_RESULT: TypeAdapter[types.CallToolResult] = TypeAdapter(types.CallToolResu
 _CALL_OUTCOME: TypeAdapter[types.CallToolResult | types.InputRequiredResult] = TypeAdapter(
     types.CallToolResult | types.InputRequiredResult
 )
-_JSON_OBJECT: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 _R = TypeVar("_R")
 _RESPONSES: TypeAdapter[types.InputResponses] = TypeAdapter(types.InputResponses)
 _SendFn = Callable[
@@ -226,7 +225,7 @@ class Connection:
                 on_progress=progress_callback,
             )
         async with self._lane(host) as lane:
-            meta = host.forwarded_meta(lane.session.discover_result is not None) if host else None
+            meta = _forwarded(host, lane)
             send = self._sender(lane.session, name, arguments, timeout, progress_callback, meta)
             with lane.relay.call():
                 return await self._finished(lane, await send(None, None), send)
@@ -249,14 +248,12 @@ class Connection:
         if host is not None and host.modern and self.modern:
             params = {**params, **(retry or {})}
         async with self._lane(host) as lane:
-            modern = lane.session.discover_result is not None
-            meta = host.forwarded_meta(modern) if host is not None else {}
             with lane.relay.call():
                 raw = await send_raw(
                     lane.session,
                     method,
                     params,
-                    meta=meta,
+                    meta=_forwarded(host, lane),
                     timeout=timeout,
                     on_progress=on_progress,
                 )
@@ -265,24 +262,12 @@ class Connection:
     async def call_tool_json(
         self, name: str, arguments: dict[str, Any] | None, *, timeout: float | None
     ) -> dict[str, Any]:
-        """Call a tool and return its result as the JSON object the server sent, checked to
-        be a valid ``CallToolResult``. Over stdio it takes the link's fast lane."""
+        """Call a tool and return its result as a JSON object, checked to be a valid
+        ``CallToolResult``: over stdio on the link's fast lane, as the server sent it; else
+        :meth:`call_tool`'s result."""
         if self._link is None:
-            request = types.CallToolRequest(
-                params=types.CallToolRequestParams(name=name, arguments=arguments)
-            )
-            with self._main.relay.call():
-                result = await self.session.send_request(
-                    request,
-                    _JSON_OBJECT,  # type: ignore[type-var]
-                    request_read_timeout_seconds=timeout,
-                )
-                if result.get("resultType") != "input_required":
-                    return result
-                first = types.InputRequiredResult.model_validate(result, by_name=False)
-                send = self._sender(self.session, name, arguments, timeout)
-                done = await self._finished(self._main, first, send)
-            return done.model_dump(by_alias=True, mode="json", exclude_none=True)
+            outcome = await self.call_tool(name, arguments, timeout=timeout)
+            return outcome.model_dump(by_alias=True, mode="json", exclude_none=True)
         with self._main.relay.call():
             result = await self._link.request_json(
                 "tools/call", _call_params(name, arguments), timeout=timeout
@@ -383,6 +368,14 @@ async def open_connection(
     modern_http = config.kind == "http" and session.discover_result is not None
     lanes = HandshakeLanes(name, open_lane) if modern_http else None
     return Connection(name, session, closed, stderr, link, relay, lanes)
+
+
+def _forwarded(host: Host | None, lane: Lane) -> dict[str, Any]:
+    """The ``_meta`` a host's request carries downstream over ``lane`` (see
+    :meth:`.relay.Host.forwarded_meta`)."""
+    if host is None:
+        return {}
+    return host.forwarded_meta(lane.session.discover_result is not None)
 
 
 async def _all_pages(fetch: Any, field: str) -> list[Any]:

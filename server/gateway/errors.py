@@ -16,9 +16,8 @@ Messages never contain secret values: they pass the gateway's redactor before be
 
 from __future__ import annotations
 
-from typing import Any
-
 from mcp import MCPError
+from mcp_types import ErrorData
 
 __all__ = [
     "DownstreamError",
@@ -36,12 +35,22 @@ __all__ = [
 
 
 class GatewayError(Exception):
-    """Root of every error the gateway raises on purpose."""
+    """Root of every error the gateway raises on purpose. ``error``: the JSON-RPC error a
+    downstream answered with, as it sent it (secrets masked), when that is the failure
+    (see :class:`DownstreamError`); None for the gateway's own."""
 
-    def __init__(self, message: str, *, server: str | None = None, tool: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        server: str | None = None,
+        tool: str | None = None,
+        error: ErrorData | None = None,
+    ) -> None:
         super().__init__(message)
         self.server = server
         self.tool = tool
+        self.error = error
 
     @property
     def message(self) -> str:
@@ -69,20 +78,8 @@ class ServerUnavailableError(GatewayError):
 
 
 class DownstreamError(GatewayError):
-    """A downstream request failed: timeout, protocol error or a dead connection. ``error``
-    is the JSON-RPC error the server answered with, as it sent it (secrets masked), when it
-    answered with one."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        server: str | None = None,
-        tool: str | None = None,
-        error: Any = None,
-    ) -> None:
-        super().__init__(message, server=server, tool=tool)
-        self.error = error
+    """A downstream request failed: timeout, protocol error, its JSON-RPC error (``error``)
+    or a dead connection."""
 
 
 class UnreadableAnswer(MCPError):

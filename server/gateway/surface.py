@@ -348,8 +348,8 @@ class GatewaySurface:
         def answered(outcome: dict[str, Any] | GatewayError) -> None:
             if not isinstance(outcome, GatewayError):
                 done(capped_downstream(where, outcome, self._max_result_bytes))
-            elif name != CALL_TOOL and (written := _as_written(outcome)) is not None:
-                done(written)
+            elif name != CALL_TOOL and outcome.error is not None:
+                done(outcome.error)
             else:
                 done(_json(error_result(str(outcome))))
 
@@ -437,9 +437,8 @@ class GatewaySurface:
                 )
             except GatewayError as exc:
                 self.observer.downstream_failed(server, configured=configured)
-                written = _as_written(exc)
-                if as_written and written is not None:
-                    raise MCPError.from_error_data(written) from None
+                if as_written and exc.error is not None:
+                    raise MCPError.from_error_data(exc.error) from None
                 return error_result(str(exc))
             if isinstance(result, types.InputRequiredResult):
                 return result
@@ -483,12 +482,6 @@ class GatewaySurface:
             content=[types.TextContent(type="text", text=render_servers(out))],
             structured_content=out.model_dump(mode="json"),
         )
-
-
-def _as_written(exc: GatewayError) -> types.ErrorData | None:
-    """The JSON-RPC error a downstream answered with, as it sent it (secrets masked)."""
-    error = getattr(exc, "error", None)
-    return error if isinstance(error, types.ErrorData) else None
 
 
 def _number(value: float | None) -> Any:

@@ -98,9 +98,8 @@ async def downstream_call(awaitable: Awaitable[T]) -> T:
     try:
         return await awaitable
     except GatewayError as exc:
-        error = getattr(exc, "error", None)
-        if isinstance(error, types.ErrorData):
-            raise MCPError.from_error_data(error) from None
+        if exc.error is not None:
+            raise MCPError.from_error_data(exc.error) from None
         raise MCPError(types.INVALID_PARAMS, str(exc)) from None
 
 

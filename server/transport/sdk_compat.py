@@ -34,6 +34,7 @@ from mcp import ClientSession
 from mcp.client.stdio import get_default_environment
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared._stream_protocols import ReadStream
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.inbound import MCP_METHOD_HEADER
 
 from contextcore.errors import ConfigError
@@ -81,7 +82,7 @@ async def send_raw(
     *,
     meta: Mapping[str, Any],
     timeout: float | None,
-    on_progress: Any = None,
+    on_progress: ProgressFnT | None = None,
     headers: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Send ``method`` with ``params`` on ``session`` and return the result object as the
@@ -93,8 +94,8 @@ async def send_raw(
     data: dict[str, Any] = {"method": method, "params": dict(params)}
     opts: dict[str, Any] = {}
     session._stamp(data, opts)  # type: ignore[arg-type]
-    stamped = data["params"].setdefault("_meta", {})
-    stamped.update(meta)
+    if meta:  # a handshake-era stamp adds no _meta, and none is sent for nothing
+        data["params"].setdefault("_meta", {}).update(meta)
     if headers:
         opts.setdefault("headers", {}).update(headers)
     if timeout is not None:
