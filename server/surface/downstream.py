@@ -41,6 +41,10 @@ __all__ = [
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
+MAX_LISTEN_RESOURCES = 256
+"""Resource URIs one ``subscriptions/listen`` stream may name (each may cost a downstream
+subscription, made before the stream is acknowledged)."""
+
 
 def with_servers(surface: GatewaySurface | None) -> TypeGuard[GatewaySurface]:
     """Whether a gateway with at least one downstream server is behind ``surface``: without
@@ -196,17 +200,23 @@ def listen_handler(surface: GatewaySurface, profile: Profile | None) -> Any:
     async def on_listen(
         ctx: ServerRequestContext[Any], params: types.SubscriptionsListenRequestParams
     ) -> types.SubscriptionsListenResult:
+        uris = list(params.notifications.resource_subscriptions or ())
+        if len(uris) > MAX_LISTEN_RESOURCES:
+            raise MCPError(
+                types.INVALID_PARAMS,
+                f"subscriptions/listen names {len(uris)} resources; at most "
+                f"{MAX_LISTEN_RESOURCES} per stream (open several streams for more)",
+            )
         bus = _StreamBus(shared)
         done: list[str] = []
-        for uri in params.notifications.resource_subscriptions or ():
-            if not downstream_uri(surface, uri) or not await resource_shown(uri, profile, surface):
-                continue
-            try:
-                await subscriptions.subscribe(uri, bus)
-                done.append(uri)
-            except GatewayError as exc:  # honored and never fires, as for an unknown URI
-                log.info("listen stream: no updates of %r: %s", uri[:200], exc)
         try:
+            for uri in uris:
+                if downstream_uri(surface, uri) and await resource_shown(uri, profile, surface):
+                    try:
+                        await subscriptions.subscribe(uri, bus)
+                        done.append(uri)
+                    except GatewayError as exc:  # honored, never fires, as an unknown URI
+                        log.info("listen stream: no updates of %r: %s", uri[:200], exc)
             return await ListenHandler(bus)(ctx, params)
         finally:
             with anyio.CancelScope(shield=True):

@@ -332,3 +332,7 @@ async def test_a_2026_host_listening_for_a_resource_gets_its_updates(tmp_path: P
             return text.endswith("unsubscribed: test://static")
 
         await until(unsubscribed)
+        too_many = [f"{WRAPPED_STATIC}?n={i}" for i in range(257)]
+        with pytest.raises(MCPError, match="at most 256 per stream"):
+            async with listen(session, resource_subscriptions=too_many):
+                pass
