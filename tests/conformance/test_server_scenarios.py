@@ -8,7 +8,6 @@ the broker: a downstream behaves through it as it does when a host connects to i
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,7 +15,6 @@ from pathlib import Path
 
 import anyio
 import anyio.abc
-from anyio.streams.text import TextReceiveStream
 
 from tests.conformance.test_client_scenarios import (
     NODE_DIR,
@@ -26,7 +24,7 @@ from tests.conformance.test_client_scenarios import (
     _node_env,
     run_all,
 )
-from tests.support.broker_procs import running_broker, server_env, write_config
+from tests.support.broker_procs import running_broker, running_until, write_config
 
 FIXTURE = Path(__file__).resolve().parent / "fixture_server.py"
 REVISIONS = ("2025-11-25", "2026-07-28")
@@ -45,35 +43,9 @@ async def running_fixture() -> AsyncIterator[str]:
     """fixture_server.py over Streamable HTTP on a port the system picks; yields its MCP
     URL once it listens, and stops it when the block exits."""
     cmd = [sys.executable, str(FIXTURE), "--port", "0"]
-    proc = await anyio.open_process(cmd, env=server_env(), stdin=subprocess.DEVNULL)
-    log: list[str] = []
-    found: re.Match[str] | None = None
-    try:
-        assert proc.stderr is not None
-        with anyio.fail_after(30):
-            async for chunk in TextReceiveStream(proc.stderr):
-                log.append(chunk)
-                found = re.search(r"Uvicorn running on (http://\S+)", "".join(log))
-                if found:
-                    break
-        assert found, "the fixture server did not start:\n" + "".join(log)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_drain, proc.stderr)
-            yield f"{found.group(1)}/mcp"
-            tg.cancel_scope.cancel()
-    finally:
-        proc.terminate()
-        with anyio.move_on_after(10):
-            await proc.wait()
-        if proc.returncode is None:
-            proc.kill()
-        await proc.aclose()
-
-
-async def _drain(stream: anyio.abc.ByteReceiveStream) -> None:
-    """Read a subprocess's output so that its pipe never fills."""
-    async for _ in stream:
-        pass
+    ready = r"Uvicorn running on (http://\S+)"
+    async with running_until(cmd, ready, what="the fixture server") as (found, _):
+        yield f"{found.group(1)}/mcp"
 
 
 async def _suite(url: str, *args: str) -> str:

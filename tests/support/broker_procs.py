@@ -103,34 +103,37 @@ def server_env() -> dict[str, str]:
 
 
 @asynccontextmanager
-async def running_broker(
-    config_path: Path, transport: str = "http", env: dict[str, str] | None = None
-) -> AsyncIterator[tuple[str, anyio.abc.Process]]:
-    """A ``context-broker serve`` subprocess on a free port; yields (base URL, process).
-    Waits (bounded) for the URL the server logs; stops it with SIGTERM, then SIGKILL."""
-    cmd = [BROKER, "serve", "--config", str(config_path), "--transport", transport, "--port", "0"]
-    proc = await anyio.open_process(cmd, env=env or server_env(), stdin=subprocess.DEVNULL)
-    listening = anyio.Event()
-    found: list[str] = []
+async def running_until(
+    cmd: list[str], pattern: str, *, env: dict[str, str] | None = None, what: str = "process"
+) -> AsyncIterator[tuple[re.Match[str], anyio.abc.Process]]:
+    """``cmd`` as a subprocess, yielded with the match of ``pattern`` once its stderr shows
+    it (within 30 s, else the test fails quoting that stderr). Its stderr is read on while the
+    block runs, so the pipe never fills (its stdout is dropped); on leaving it is stopped with
+    SIGTERM, then SIGKILL."""
+    proc = await anyio.open_process(
+        cmd, env=env or server_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL
+    )
+    ready = anyio.Event()
+    found: list[re.Match[str]] = []
     log: list[str] = []
 
     async def drain() -> None:
         assert proc.stderr is not None
-        async for line in TextReceiveStream(proc.stderr):
-            log.append(line)
-            match = re.search(r"listening on (http://\S+?)/(mcp|sse)\b", "".join(log[-3:]))
+        async for chunk in TextReceiveStream(proc.stderr):
+            log.append(chunk)
+            match = re.search(pattern, "".join(log[-3:]))
             if match and not found:
-                found.append(match.group(1))
-                listening.set()
+                found.append(match)
+                ready.set()
 
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(drain)
             try:
                 with anyio.fail_after(30):
-                    await listening.wait()
+                    await ready.wait()
             except TimeoutError:
-                raise AssertionError("broker did not start:\n" + "".join(log)) from None
+                raise AssertionError(f"{what} did not start:\n" + "".join(log)) from None
             yield found[0], proc
             tg.cancel_scope.cancel()
     finally:
@@ -142,3 +145,15 @@ async def running_broker(
                 proc.kill()
                 await proc.wait()
         await proc.aclose()
+
+
+@asynccontextmanager
+async def running_broker(
+    config_path: Path, transport: str = "http", env: dict[str, str] | None = None
+) -> AsyncIterator[tuple[str, anyio.abc.Process]]:
+    """A ``context-broker serve`` subprocess on a free port; yields (base URL, process).
+    Waits (bounded) for the URL the server logs; stops it with SIGTERM, then SIGKILL."""
+    cmd = [BROKER, "serve", "--config", str(config_path), "--transport", transport, "--port", "0"]
+    listening = r"listening on (http://\S+?)/(mcp|sse)\b"
+    async with running_until(cmd, listening, env=env, what="broker") as (found, proc):
+        yield found.group(1), proc
