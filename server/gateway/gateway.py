@@ -265,7 +265,8 @@ class Gateway:
     ) -> dict[str, Any]:
         """:meth:`call_tool` without progress, returning the result as the JSON object the
         downstream sent (secrets masked) instead of a ``CallToolResult``; failures raise the
-        same ``GatewayError``. What a pass-through relays to the host unchanged."""
+        same ``GatewayError``. A stdio server answers it on its fast lane, the way
+        :meth:`call_tool_soon` is answered, with a task waiting for it."""
         state = self._servers.get(server)
         original, conn = state.tool_target(tool)
         try:
