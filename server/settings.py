@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, model_validator
 
 from contextcore import config as domain
-from contextcore.config import BrokerConfig, ConfigModel
+from contextcore.config import BrokerConfig, ConfigModel, ToolSurface
 from contextcore.errors import ConfigError
 from contextcore.items import IncludeMode
 from contextcore.profiles import unknown_servers
@@ -57,6 +58,10 @@ class ServerConfig(ConfigModel):
     # Forwarded calls answered straight from the stdio wire and the downstream fast lane;
     # off, every request goes through the MCP SDK's sessions (CONTEXT_BROKER_FAST_PATH=0).
     fast_path: bool = True
+    # What a host's tools/list shows of the broker's own tools: "model" (what a model needs to
+    # work: build_request_context, get_context_items and call_tool), "all", or a list of names.
+    # Every broker tool answers a call by its name whatever is listed.
+    tools: ToolSurface = "model"
     http: HttpConfig = HttpConfig()
 
 
@@ -72,7 +77,9 @@ class GatewayConfig(ConfigModel):
     max_description_chars: int = Field(2_000, ge=100)
     max_tools_per_server: int = Field(200, ge=1)
     # OAuth tokens and client registrations of downstream servers; written private (0600).
-    token_file: Path = Path("context-broker.tokens.json")
+    # Unset: tokens.json in the user's state folder ($XDG_STATE_HOME/context-broker, else
+    # ~/.local/state/context-broker), never beside the config, which may sit in a git tree.
+    token_file: Path | None = None
     # Where those tokens live: "file" (token_file) or "store" (the [persistence] store, shared
     # by replicas); unset, the store when it is PostgreSQL or Redis, else the file.
     token_store: Literal["file", "store"] | None = None
@@ -106,6 +113,7 @@ class OAuthConfig(ConfigModel):
     signing_algorithm: str = "RS256"
     scopes: tuple[str, ...] = ()
     # The authorization server the credentials belong to; tokens are only asked of it.
+    # Required with 'client_secret' or 'private_key_pem': they are sent to no other server.
     issuer: str | None = None
     # An HTTPS URL of this client's metadata document, used as its client_id where the
     # authorization server accepts those (instead of registering).
@@ -128,11 +136,23 @@ class OAuthConfig(ConfigModel):
             raise ValueError("'private_key_pem' works with grant = 'client_credentials' only")
         if self.client_secret is not None and self.client_id is None:
             raise ValueError("'client_secret' needs the 'client_id' it belongs to")
+        if self.issuer is None and (self.client_secret, self.private_key_pem) != (None, None):
+            credential = "client_secret" if self.client_secret is not None else "private_key_pem"
+            raise ValueError(
+                f"'{credential}' needs 'issuer', the URL of the authorization server it belongs "
+                "to: without it the credential would go to whichever server the downstream names"
+            )
+        if self.issuer is not None and urlsplit(self.issuer).scheme not in ("http", "https"):
+            raise ValueError("'issuer' must be the authorization server's http(s) URL")
         return self
 
 
 class DownstreamConfig(ConfigModel):
-    """One downstream MCP server: ``command`` (stdio) or ``url`` (http or sse)."""
+    """One downstream MCP server: ``command`` (stdio) or ``url`` (http or sse).
+
+    A ``[servers.NAME]`` table with neither adds its settings to the server ``NAME`` of
+    ``mcp_servers_file`` (see ``server.gateway.servers_file``); only such a table may lack both.
+    """
 
     command: str | None = None
     args: tuple[str, ...] = ()
@@ -163,7 +183,9 @@ class DownstreamConfig(ConfigModel):
 
     @model_validator(mode="after")
     def _one_target(self) -> DownstreamConfig:
-        if (self.command is None) == (self.url is None):
+        if not self.has_target:
+            return self  # settings for an imported server: checked once merged with it
+        if self.command is not None and self.url is not None:
             raise ValueError("set exactly one of 'command' (stdio) or 'url' (http/sse)")
         if self.command is not None and self.transport not in (None, "stdio"):
             raise ValueError(f"transport {self.transport!r} needs 'url', not 'command'")
@@ -174,6 +196,12 @@ class DownstreamConfig(ConfigModel):
         if self.protocol_version == "2026-07-28" and self.kind != "http":
             raise ValueError("protocol_version '2026-07-28' works with 'url' http servers only")
         return self
+
+    @property
+    def has_target(self) -> bool:
+        """Whether it says what to start or reach (``command`` or ``url``); without, it only
+        adds settings to a server of ``mcp_servers_file``."""
+        return self.command is not None or self.url is not None
 
     @property
     def kind(self) -> Literal["stdio", "http", "sse"]:
@@ -194,9 +222,18 @@ class AppConfig(BrokerConfig):
 
 
 def _profiles_checked(config: AppConfig, source: str) -> AppConfig:
-    """``config`` if its profiles name only configured servers, else ``ConfigError``. With an
-    ``mcp_servers_file`` the servers are known once it is read (see ``build_runtime``)."""
+    """``config`` if its profiles name only configured servers and each server table says what
+    to start or reach, else ``ConfigError``. With an ``mcp_servers_file`` the servers are
+    known once it is read (see ``resolve_servers`` and ``build_runtime``)."""
     if config.mcp_servers_file is None:
+        for name, server in config.servers.items():
+            if not server.has_target:
+                raise ConfigError(
+                    f"{source}: servers.{name}: set 'command' (stdio) or 'url' (http/sse); a "
+                    "table without them only adds settings to a server of mcp_servers_file, "
+                    "and this config names no such file",
+                    field=f"servers.{name}",
+                )
         problem = unknown_servers(config.profiles, config.servers)
         if problem is not None:
             raise ConfigError(f"{source}: {problem}", field="profiles")

@@ -11,6 +11,7 @@ from server.embedding import resolve_model_dir
 from server.settings import load_config
 
 from ..gateway import GatewayError
+from ..gateway.servers_file import survey_servers
 from ..gateway.trust import approve_hint
 from ..summarizers import require_sdk
 from ..terminal import escape, escape_lines
@@ -65,9 +66,14 @@ def check_report(config_path: Path) -> dict[str, Any]:
     from .live import gather_downstream
 
     try:
+        survey = survey_servers(config)
         servers = gather_downstream(parts)
     except GatewayError as exc:
         return {"ok": False, "config": str(config_path), "error": str(exc)}
+    for server in servers:
+        cfg = survey.servers.get(server["name"])
+        server["include"] = (cfg.include if cfg else None) or "always"
+        server["origin"] = survey.origins.get(server["name"], "config")
     persistence = config.persistence
     store_error, damaged = _store_problem(config)
     return {
@@ -76,6 +82,7 @@ def check_report(config_path: Path) -> dict[str, Any]:
         "agent": config.agent.name,
         "items": parts.catalog.counts(),
         "servers": servers,
+        "warnings": list(survey.warnings),
         "model": _model_report(parts),
         "persistence": {
             "backend": persistence.backend,
@@ -124,8 +131,11 @@ def format_check(report: dict[str, Any]) -> str:
         state = f"{server['state']}, {server['toolCount']} tools"
         error = f" (last error: {server['lastError']})" if server["lastError"] else ""
         lines.append(f"server {server['name']} [{server['transport']}]: {state}{error}")
+        if "include" in server:
+            lines.append(f"  include {server['include']} ({server['origin']})")
         lines += _trust_lines(server["name"], server.get("trust"))
         lines += [f"  name clash: {escape(why)}" for why in server.get("nameClashes", [])]
+    lines += [f"warning: {warning}" for warning in report.get("warnings", [])]
     p = report["persistence"]
     lines.append(f"persistence: {p['backend']}" + (f" at {p['path']}" if p["path"] else ""))
     if p.get("error"):

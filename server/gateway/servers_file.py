@@ -9,10 +9,18 @@ Shapes understood:
 - VS Code: ``{"servers": {"name": {"type": "stdio" | "http" | "sse", ...}}, "inputs": [...]}``;
   ``//`` and ``/* */`` comments and trailing commas are allowed, as VS Code allows them.
 
-An entry may carry ``"prefix"``, as ``[servers.NAME] prefix`` does (``""``: the server's own
-tool and prompt names and resource URIs). Keys a host uses for its own purposes
-(``alwaysAllow``, ``envFile``, ...) are ignored. Values keep
-their ``${env:NAME}`` references; the gateway expands them when it connects.
+An imported server's tools are chosen per request: its ``include`` is ``"agent"`` unless
+it says otherwise. An entry may carry the broker's own server keys, as ``[servers.NAME]``
+does: ``include``, ``prefix`` (``""``: the server's own tool and prompt names and resource
+URIs), ``trust``, ``enabled``, ``tools``, ``call_policy``, ... (``timeout`` and a boolean
+``trust`` are the host's, in the host's units and meaning, and are not read). Keys a host
+uses for its own purposes (``alwaysAllow``, ``envFile``, ...) are ignored; any other key is
+reported (a warning, and a line of ``check``), never silently dropped. Values keep their
+``${env:NAME}`` references; the gateway expands them when it connects.
+
+A ``[servers.NAME]`` table without ``command`` or ``url`` adds its keys to the imported
+server ``NAME`` (tables such as ``env``, ``headers`` and ``tools`` key by key); one with
+either replaces the entry.
 
 A host's file usually lists the broker itself. Such an entry (its command is ``context-broker``,
 this installation's script, or ``python -m server.cli``) is kept but disabled with a warning, so
@@ -30,6 +38,7 @@ import re
 import shutil
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,11 +52,13 @@ from .naming import prefix_problem
 __all__ = [
     "DEPTH_ENV",
     "PrefixClashError",
+    "ServerSurvey",
     "broker_depth",
     "is_broker_command",
     "load_servers_file",
     "parse_servers",
     "resolve_servers",
+    "survey_servers",
 ]
 
 log = logging.getLogger(__name__)
@@ -67,6 +78,29 @@ _TRANSPORTS = {
     "streamable_http": "http",
     "sse": "sse",
 }
+# What an entry shares with a [servers.NAME] table: how to start or reach the server, and
+# the broker's own settings. Not "timeout": hosts use the key in their own units.
+_ENTRY_KEYS = frozenset(DownstreamConfig.model_fields) - {"url", "transport", "timeout"}
+# Keys hosts keep in an entry for themselves (Claude Desktop, Cursor, VS Code, Cline, Roo,
+# Windsurf, Gemini CLI); read as their host means them ("type", "disabled") or not at all.
+_HOST_KEYS = frozenset(
+    {
+        "type",
+        "transport",
+        "url",
+        "serverUrl",
+        "disabled",
+        "autoApprove",
+        "alwaysAllow",
+        "timeout",
+        "envFile",
+        "description",
+        "gallery",
+        "version",
+        "dev",
+    }
+)
+_KEYS_HINT = "include, prefix, trust, enabled, tools, call_policy, record_calls"
 _COMMENTS = re.compile(r'"(?:\\.|[^"\\])*"|//[^\n]*|/\*.*?\*/', re.DOTALL)
 _TRAILING_COMMAS = re.compile(r'"(?:\\.|[^"\\])*"|,(?=\s*[}\]])')
 
@@ -76,8 +110,7 @@ def _strip_jsonc(text: str) -> str:
     return _TRAILING_COMMAS.sub(keep, _COMMENTS.sub(keep, text))
 
 
-def _entry(name: str, raw: Mapping[str, Any], source: str) -> DownstreamConfig:
-    where = f"{source}: server {name!r}"
+def _transport(name: str, raw: Mapping[str, Any], where: str) -> str | None:
     kind = raw.get("type") or raw.get("transport")
     url = raw.get("url") or raw.get("serverUrl")
     if kind is not None:
@@ -85,15 +118,13 @@ def _entry(name: str, raw: Mapping[str, Any], source: str) -> DownstreamConfig:
             raise ServersFileError(
                 f"{where}: unknown type {kind!r}; use stdio, http or sse", server=name
             )
-        kind = _TRANSPORTS[kind.lower()]
-    elif isinstance(url, str):
-        kind = "sse" if url.rstrip("/").endswith("/sse") else "http"
-    data: dict[str, Any] = {"transport": kind, "enabled": not raw.get("disabled", False)}
-    for key in ("command", "args", "env", "cwd", "headers", "prefix"):
-        if raw.get(key) is not None:
-            data[key] = raw[key]
-    if url is not None:
-        data["url"] = url
+        return _TRANSPORTS[kind.lower()]
+    if isinstance(url, str):
+        return "sse" if url.rstrip("/").endswith("/sse") else "http"
+    return None
+
+
+def _validated(data: Mapping[str, Any], where: str, name: str) -> DownstreamConfig:
     try:
         return DownstreamConfig.model_validate(data)
     except ValidationError as exc:
@@ -104,8 +135,38 @@ def _entry(name: str, raw: Mapping[str, Any], source: str) -> DownstreamConfig:
         raise ServersFileError(f"{where}: {problems}", server=name) from None
 
 
+def _entry(name: str, raw: Mapping[str, Any], source: str) -> tuple[DownstreamConfig, list[str]]:
+    """One entry's config (``include`` "agent" unless it says otherwise) and a warning for
+    each key that is neither the broker's nor a known host's."""
+    where = f"{source}: server {name!r}"
+    data: dict[str, Any] = {"transport": _transport(name, raw, where), "include": "agent"}
+    if raw.get("disabled", False):
+        data["enabled"] = False
+    url = raw.get("url") or raw.get("serverUrl")
+    if url is not None:
+        data["url"] = url
+    warnings = []
+    for key, value in raw.items():
+        if key == "trust" and isinstance(value, bool):
+            continue  # Gemini CLI's "trust this server" switch, not the broker's trust mode
+        if key in _ENTRY_KEYS:
+            if value is not None and not (key == "enabled" and data.get("enabled") is False):
+                data[key] = value
+        elif key not in _HOST_KEYS:
+            warnings.append(
+                f"{where}: unknown key {key!r} (ignored); the broker reads {_KEYS_HINT}, and "
+                f"any server setting in a [servers.{name}] table"
+            )
+    return _validated(data, where, name), warnings
+
+
 def parse_servers(data: Any, *, source: str = "servers file") -> dict[str, DownstreamConfig]:
     """Downstream configs from a parsed servers file of any supported shape."""
+    return _parse(data, source)[0]
+
+
+def _parse(data: Any, source: str) -> tuple[dict[str, DownstreamConfig], list[str]]:
+    """``parse_servers`` and a warning for each key the broker does not read."""
     if not isinstance(data, Mapping):
         raise ServersFileError(f"{source}: expected a JSON object at the top level")
     table = data.get("mcpServers", data.get("servers"))
@@ -116,15 +177,22 @@ def parse_servers(data: Any, *, source: str = "servers file") -> dict[str, Downs
     if not isinstance(table, Mapping):
         raise ServersFileError(f"{source}: 'mcpServers'/'servers' must be an object of servers")
     out: dict[str, DownstreamConfig] = {}
+    warnings: list[str] = []
     for name, raw in table.items():
         if not isinstance(raw, Mapping):
             raise ServersFileError(f"{source}: server {name!r} must be an object", server=name)
-        out[str(name)] = _entry(str(name), raw, source)
-    return out
+        out[str(name)], found = _entry(str(name), raw, source)
+        warnings += found
+    return out, warnings
 
 
 def load_servers_file(path: Path) -> dict[str, DownstreamConfig]:
     """Read a servers file; relative ``cwd`` values resolve against its folder."""
+    return _load(path)[0]
+
+
+def _load(path: Path) -> tuple[dict[str, DownstreamConfig], list[str]]:
+    """``load_servers_file`` and a warning for each key the broker does not read."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -138,11 +206,11 @@ def load_servers_file(path: Path) -> dict[str, DownstreamConfig]:
             raise ServersFileError(
                 f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
             ) from None
-    servers = parse_servers(data, source=str(path))
+    servers, warnings = _parse(data, str(path))
     for name, cfg in servers.items():
         if cfg.cwd is not None and not cfg.cwd.is_absolute():
             servers[name] = cfg.model_copy(update={"cwd": (path.parent / cfg.cwd).resolve()})
-    return servers
+    return servers, warnings
 
 
 def broker_depth(environ: Mapping[str, str]) -> int:
@@ -209,42 +277,114 @@ class PrefixClashError(GatewayError):
     """Two downstream servers, or a server and the broker, would expose the same names."""
 
 
-def _disable(name: str, cfg: DownstreamConfig, why: str) -> DownstreamConfig:
-    log.warning("downstream %r skipped: %s", name, why)
+def _disable(name: str, cfg: DownstreamConfig, why: str, warnings: list[str]) -> DownstreamConfig:
+    warnings.append(f"downstream {name!r} skipped: {why}")
     return cfg.model_copy(update={"enabled": False})
+
+
+@dataclass(frozen=True)
+class ServerSurvey:
+    """Every downstream server of a config (as :func:`resolve_servers` gives them), where each
+    was defined (``origins``: ``"config"``, ``"imported from FILE"``, ``"imported from FILE,
+    with [servers.NAME]"``), and what a person should hear about them (``warnings``)."""
+
+    servers: dict[str, DownstreamConfig]
+    origins: dict[str, str]
+    warnings: tuple[str, ...]
 
 
 def resolve_servers(
     config: AppConfig, environ: Mapping[str, str] | None = None
 ) -> dict[str, DownstreamConfig]:
-    """Every downstream server of a config: the servers file first, ``[servers.*]`` winning on
-    a name clash; relative ``cwd`` values of config tables resolve against the config folder.
+    """Every downstream server of a config: the servers file first, then the ``[servers.*]``
+    tables (one with ``command`` or ``url`` replaces the entry of its name, one without adds
+    its settings to it); relative ``cwd`` values of config tables resolve against the config
+    folder. Imported servers are ``include = "agent"`` unless their entry or table says
+    otherwise.
 
     Entries that would start a broker where that is not allowed come back disabled, each with
-    a warning (see the module docstring); ``environ`` (default ``os.environ``) holds the marker.
-    Servers whose prefixes would expose the same names are refused (``PrefixClashError``).
+    a warning (see the module docstring), as do keys of an entry the broker does not read;
+    ``environ`` (default ``os.environ``) holds the marker. Servers whose prefixes would expose
+    the same names are refused (``PrefixClashError``); a table without ``command`` or ``url``
+    that names no imported server is refused (``ServersFileError``).
     """
-    depth = broker_depth(os.environ if environ is None else environ)
-    merged: dict[str, DownstreamConfig] = {}
+    survey = survey_servers(config, environ)
+    for warning in survey.warnings:
+        log.warning("%s", warning)
+    return survey.servers
+
+
+def survey_servers(config: AppConfig, environ: Mapping[str, str] | None = None) -> ServerSurvey:
+    """:func:`resolve_servers` with each server's origin and the warnings, logging nothing."""
+    warnings: list[str] = []
+    source = str(config.mcp_servers_file) if config.mcp_servers_file is not None else None
+    imported: dict[str, DownstreamConfig] = {}
     if config.mcp_servers_file is not None:
-        for name, cfg in load_servers_file(config.resolve(config.mcp_servers_file)).items():
-            if cfg.enabled and is_broker_command(cfg):
-                cfg = _disable(
-                    name,
-                    cfg,
-                    f"it starts the context broker itself (command {cfg.command!r} in "
-                    f"{str(config.mcp_servers_file)!r}); a broker never imports itself from a "
-                    "servers file, chain another broker with a [servers.NAME] table if you "
-                    "really mean to",
-                )
-            merged[name] = cfg
+        imported, warnings = _load(config.resolve(config.mcp_servers_file))
+    merged = dict(imported)
+    origins = {name: f"imported from {source}" for name in imported}
     for name, cfg in config.servers.items():
         if cfg.cwd is not None and not cfg.cwd.is_absolute():
             cfg = cfg.model_copy(update={"cwd": config.resolve(cfg.cwd)})
-        merged[name] = cfg
+        if cfg.has_target:
+            merged[name] = cfg
+            origins[name] = "config" + (
+                f" (replaces the entry of {source})" if name in imported else ""
+            )
+        else:
+            merged[name] = _added(name, cfg, imported, source)
+            origins[name] += f", with [servers.{name}]"
+    for name in imported:
+        cfg = merged[name]
+        if origins[name].startswith("imported") and cfg.enabled and is_broker_command(cfg):
+            why = (
+                f"it starts the context broker itself (command {cfg.command!r} in {source!r}); "
+                "a broker never imports itself from a servers file, chain another broker with "
+                "a [servers.NAME] table if you really mean to"
+            )
+            merged[name] = _disable(name, cfg, why, warnings)
     problem = prefix_problem({name: cfg.prefix for name, cfg in merged.items()})
     if problem is not None:
         raise PrefixClashError(f"downstream servers: {problem}")
+    depth = broker_depth(os.environ if environ is None else environ)
+    _disable_nested(merged, depth, warnings)
+    return ServerSurvey(merged, origins, tuple(warnings))
+
+
+def _added(
+    name: str,
+    extra: DownstreamConfig,
+    imported: Mapping[str, DownstreamConfig],
+    source: str | None,
+) -> DownstreamConfig:
+    """The imported server ``name`` with a ``[servers.NAME]`` table's keys added."""
+    base = imported.get(name)
+    if base is None:
+        listed = (
+            f"the servers it lists: {', '.join(sorted(imported))}" if imported else "it lists none"
+        )
+        raise ServersFileError(
+            f"[servers.{name}] has neither 'command' nor 'url', and {source!r} lists no "
+            f"server {name!r} to add its settings to; set 'command' (stdio) or 'url' "
+            f"(http/sse), or name one of {listed}",
+            server=name,
+        )
+    data = _merged(base.model_dump(exclude_unset=True), extra.model_dump(exclude_unset=True))
+    return _validated(data, f"[servers.{name}] added to server {name!r} of {source}", name)
+
+
+def _merged(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``extra``'s keys, tables (``env``, ``tools``, ...) merged key by key."""
+    out = dict(base)
+    for key, value in extra.items():
+        below = out.get(key)
+        both = isinstance(value, Mapping) and isinstance(below, Mapping)
+        out[key] = _merged(below, value) if both else value  # type: ignore[arg-type]
+    return out
+
+
+def _disable_nested(merged: dict[str, DownstreamConfig], depth: int, warnings: list[str]) -> None:
+    """Disable, in place, what a broker started by a broker must not start."""
     for name, cfg in merged.items():
         if not cfg.enabled:
             continue
@@ -254,6 +394,7 @@ def resolve_servers(
                 cfg,
                 f"this broker was started {depth} brokers deep ({DEPTH_ENV}={depth}), so it "
                 "starts no downstream servers; remove the broker from the servers it starts",
+                warnings,
             )
         elif depth == 1 and is_broker_command(cfg):
             merged[name] = _disable(
@@ -261,5 +402,5 @@ def resolve_servers(
                 cfg,
                 f"it starts a context broker (command {cfg.command!r}) and this broker was "
                 f"itself started by one ({DEPTH_ENV}=1); brokers are chained one level at most",
+                warnings,
             )
-    return merged
