@@ -1,9 +1,11 @@
 """Profiles: named views of the catalog for different hosts (``[profiles.NAME]``).
 
 A profile chooses the downstream servers, tools, rules and references a host sees, and the
-search preset its sessions start with. Each choice left out means "all". A session records the
-profile it was created under; its items, its request contexts and the searches made for it
-only ever hold what that profile allows.
+search preset its sessions start with. Each choice left out means "all", except that a
+profile naming ``tools`` but not ``servers`` shows only the servers of those tools (their
+resources, templates, prompts, completions and ``list_servers`` rows), never every server's.
+A session records the profile it was created under; its items, its request contexts and the
+searches made for it only ever hold what that profile allows; its usage is its profile's.
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ __all__ = ["Profile", "Profiles", "build_profiles", "unknown_items", "unknown_se
 
 @dataclass(frozen=True)
 class Profile:
-    """What one profile lets a host see; ``None`` in a field means everything of that kind.
-    ``tools`` holds ``server/tool`` or ``server__tool``, the tool as the downstream names it
-    (a host's exposed name of it matches too, where the caller knows it)."""
+    """What one profile lets a host see; ``None`` in a field means everything of that kind
+    (but see :meth:`allows_server`). ``tools`` holds ``server/tool`` or ``server__tool``: the
+    configured server's name and the tool as that downstream names it."""
 
     name: str
     servers: frozenset[str] | None = None
@@ -48,21 +50,31 @@ class Profile:
             config.preset,
         )
 
-    def allows_server(self, server: str) -> bool:
-        """Whether the profile shows anything of ``server`` (its tools, resources, prompts)."""
-        return self.servers is None or server in self.servers
+    @property
+    def every_server(self) -> bool:
+        """Whether the profile shows every server (it names neither servers nor tools)."""
+        return self.servers is None and self.tools is None
 
-    def allows_tool(self, server: str, tool: str, exposed: str | None = None) -> bool:
-        """Whether the downstream ``tool`` of ``server`` (exposed as ``exposed``) is in the
-        profile."""
+    def allows_server(self, server: str) -> bool:
+        """Whether the profile shows anything of ``server``: its tools, resources, resource
+        templates, prompts, completions and its row in ``list_servers``. ``servers`` says
+        which when given; else a profile that names ``tools`` shows the servers of those
+        tools alone; else every server."""
+        if self.servers is not None:
+            return server in self.servers
+        if self.tools is not None:
+            return any(_names_server(entry, server) for entry in self.tools)
+        return True
+
+    def allows_tool(self, server: str, tool: str) -> bool:
+        """Whether the downstream ``tool`` of ``server`` is in the profile: matched by server
+        and the downstream's own tool name, never by the name a host calls it by (a
+        ``prefix = ""`` server's tool ``zeta__deploy`` is not server ``zeta``'s ``deploy``)."""
         if not self.allows_server(server):
             return False
         if self.tools is None:
             return True
-        names = {f"{server}/{tool}", f"{server}__{tool}"}
-        if exposed is not None:
-            names.add(exposed)
-        return not self.tools.isdisjoint(names)
+        return not self.tools.isdisjoint({f"{server}/{tool}", f"{server}__{tool}"})
 
     def allows(self, ref: ItemRef) -> bool:
         """Whether a catalog item is in the profile."""
@@ -102,6 +114,11 @@ def unknown_items(profiles: Profiles, refs: Iterable[ItemRef]) -> ConfigError | 
     if not problems:
         return None
     return ConfigError("; ".join(problems) + "; list only items the catalog holds")
+
+
+def _names_server(entry: str, server: str) -> bool:
+    """Whether a ``tools`` entry (``server/tool`` or ``server__tool``) is one of ``server``'s."""
+    return entry.startswith((f"{server}/", f"{server}__"))
 
 
 def _tool_server(entry: str) -> str:

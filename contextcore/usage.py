@@ -14,6 +14,12 @@ persistent store and forgetting removes both.
 
 Each broker has one :class:`UsageRecorder` (``ContextBroker.usage``), so what it remembers (the
 calls already recorded for a turn) is what ``forget`` clears.
+
+Usage is kept per profile. The learned ranking is one for the whole broker, so it learns only
+from sessions created under no profile: the events of a profile's sessions are stored and
+counted in that profile's analytics, never taught to the ranking every profile's searches
+share, so a host of one profile can never move another's rankings (nor the unrestricted
+endpoint's). A host of a profile reports and forgets only what its profile allows.
 """
 
 from __future__ import annotations
@@ -29,9 +35,10 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from .catalog import Catalog
-from .errors import CatalogError, SessionError
+from .errors import CatalogError, ContextCoreError, SessionError
 from .items import ItemRef
 from .learning import UsageLearner, decode_vector, encode_vector
+from .profiles import Profile
 from .search import SearchEngine
 from .sessions import RequestContext
 
@@ -51,6 +58,10 @@ class UsageLog(Protocol):
     def usage_events(self, session_id: str | None = None) -> list[dict[str, Any]]: ...
 
     def delete_usage_events(self, session_id: str | None = None) -> int: ...
+
+    def header(self, session_id: str) -> Any: ...
+
+    def list_session_ids(self) -> list[str]: ...
 
 
 @dataclass(frozen=True)
@@ -109,11 +120,27 @@ class UsageRecorder:
             return 0
         model = self._model()
         learned = 0
+        shared: dict[str | None, bool] = {}
         with self._lock:
             learner.forget()
             for event in self._store.usage_events():
-                learned += self._learn(learner, event, model)
+                sid = event.get("session_id")
+                if sid not in shared:
+                    shared[sid] = self._teaches_shared(sid)
+                if shared[sid]:
+                    learned += self._learn(learner, event, model)
         return learned
+
+    def _teaches_shared(self, session_id: str | None) -> bool:
+        """Whether a session's usage teaches the shared ranking: only a session created
+        under no profile's does (see the module docstring)."""
+        if session_id is None:
+            return True
+        try:
+            header = self._store.header(session_id)
+        except (ContextCoreError, ValueError, KeyError, TypeError):
+            return False  # unreadable: its profile is unknown, so it teaches nothing
+        return header is None or getattr(header, "profile", None) is None
 
     def call_event(
         self, session_id: str, turn: RequestContext | None, ref: ItemRef
@@ -133,18 +160,25 @@ class UsageRecorder:
         return self._with_vector(self._turn_event("call", turn, [ref], []), turn, [ref])
 
     def learned(self, session_id: str, event: Mapping[str, Any], seq: int) -> None:
-        """Teach the learner an event just stored as ``seq`` of ``session_id``."""
+        """Teach the learner an event just stored as ``seq`` of ``session_id`` (not when
+        the session is a profile's: see the module docstring)."""
         learner = self.learner
-        if learner is not None:
+        if learner is not None and self._teaches_shared(session_id):
             with self._lock:
                 self._learn(learner, {**event, "session_id": session_id, "seq": seq}, self._model())
 
     def record_usage(
-        self, turn: RequestContext, used: Sequence[str], unused: Sequence[str] = ()
+        self,
+        turn: RequestContext,
+        used: Sequence[str],
+        unused: Sequence[str] = (),
+        profile: Profile | None = None,
     ) -> dict[str, Any]:
-        """Record what a host reports for one recorded ``turn``; unknown keys are errors
-        naming them. Returns the stored event (without its vector)."""
-        used_refs, unused_refs = self._known(used, "used"), self._known(unused, "unused")
+        """Record what a host reports for one recorded ``turn``; unknown keys, and under
+        ``profile`` keys of items outside it, are errors naming them. Returns the stored
+        event (without its vector)."""
+        used_refs = self._known(used, "used", profile)
+        unused_refs = self._known(unused, "unused", profile)
         both = sorted({r.key for r in used_refs} & {r.key for r in unused_refs})
         if both:
             raise SessionError(
@@ -170,6 +204,17 @@ class UsageRecorder:
             self.learned(session_id, event, self._store.append_usage_event(session_id, event))
         return len(rows)
 
+    def forget_profile(self, profile: str) -> ForgetResult:
+        """Delete the usage events of every session created under ``profile`` (and what was
+        learned from them): the other profiles' usage stays as it is."""
+        events = items = 0
+        for sid in self._store.list_session_ids():
+            header = self._store.header(sid)
+            if header is not None and getattr(header, "profile", None) == profile:
+                done = self.forget(sid)
+                events, items = events + done.events, items + done.items
+        return ForgetResult(events, items)
+
     def forget(self, session_id: str | None = None) -> ForgetResult:
         """Delete the usage events of one session (None: all) and what was learned from
         them; the ranking of items left without history is exactly the one before."""
@@ -181,7 +226,9 @@ class UsageRecorder:
             )
         return ForgetResult(removed, changed)
 
-    def _known(self, keys: Sequence[str], field: str) -> list[ItemRef]:
+    def _known(
+        self, keys: Sequence[str], field: str, profile: Profile | None = None
+    ) -> list[ItemRef]:
         refs: list[ItemRef] = []
         bad: list[str] = []
         for key in dict.fromkeys(keys):
@@ -190,7 +237,7 @@ class UsageRecorder:
             except CatalogError:
                 bad.append(key)
                 continue
-            if self._catalog.get(ref) is None:
+            if self._catalog.get(ref) is None or (profile is not None and not profile.allows(ref)):
                 bad.append(key)
             else:
                 refs.append(ref)
@@ -198,7 +245,7 @@ class UsageRecorder:
             raise CatalogError(
                 f"unknown item keys in {field}: {', '.join(map(repr, bad))}; use keys such as "
                 "'tool:<server>/<tool>', 'rule:<name>' or 'reference:<name>' that list_catalog "
-                "shows",
+                "shows (under a profile, only its items)",
                 field=field,
             )
         return refs

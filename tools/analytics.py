@@ -62,13 +62,22 @@ def usage_payload(
     broker: ContextBroker, session_id: str | None = None, profile: str | None = None
 ) -> UsageOut:
     """The analytics as a result model (also the ``context://stats`` resource); with
-    ``profile``, of the sessions created under it only."""
-    broker.profile(profile)  # a clear error for an unknown profile
+    ``profile``, of the sessions created under it only, naming only the items it allows."""
+    shown = broker.profile(profile)  # also a clear error for an unknown profile
     if session_id is not None:
         broker.session(session_id)  # a clear error for an unknown or malformed id
     sessions, warnings = load_sessions(broker.store, session_id, profile)
     events = broker.store.usage_events(session_id)
-    stats = usage_stats(sessions, broker.catalog, warnings=warnings, events=events)
+    if shown is not None:  # a profile's analytics read only its sessions' events
+        ids = {s.session_id for s in sessions}
+        events = [e for e in events if e.get("session_id") in ids]
+    stats = usage_stats(
+        sessions,
+        broker.catalog,
+        warnings=warnings,
+        events=events,
+        shown=shown.allows if shown is not None else None,
+    )
     return UsageOut(**stats.to_dict(), report=format_usage(stats))
 
 

@@ -33,12 +33,15 @@ class RecordUsageOut(Out):
 
 class ForgetArgs(Args):
     session_id: str | None = Field(
-        None, description="Forget what one session taught; everything when omitted."
+        None,
+        description="Forget what one session taught; when omitted, everything (under a "
+        "profile: every session of that profile, no other's).",
     )
 
 
 class ForgetOut(Out):
     session_id: str | None
+    profile: str | None = None
     events_deleted: int
     items_changed: int
 
@@ -46,7 +49,7 @@ class ForgetOut(Out):
 def _record(ctx: ToolContext, args: RecordUsageArgs) -> RecordUsageOut:
     broker = ctx.broker
     turn = broker.request(args.session_id, args.request_id)
-    event = broker.usage.record_usage(turn, args.used, args.unused)
+    event = broker.usage.record_usage(turn, args.used, args.unused, broker.profile(ctx.profile))
     selected = set(event["selected"])
     return RecordUsageOut(
         session_id=args.session_id,
@@ -55,7 +58,8 @@ def _record(ctx: ToolContext, args: RecordUsageArgs) -> RecordUsageOut:
         unused=event["unused"],
         selected=event["selected"],
         missed=[k for k in event["used"] if k not in selected],
-        learned=broker.search.learner is not None and bool(event["used"]),
+        # A profile's usage is kept for its analytics, not taught to the shared ranking.
+        learned=broker.search.learner is not None and bool(event["used"]) and ctx.profile is None,
     )
 
 
@@ -70,14 +74,27 @@ def _forget(ctx: ToolContext, args: ForgetArgs) -> ForgetOut:
     broker = ctx.broker
     if args.session_id is not None:
         broker.require_session(args.session_id)
-    result = broker.usage.forget(args.session_id)
+        if ctx.profile is not None:
+            broker.require_profile(args.session_id, ctx.profile)
+    if args.session_id is None and ctx.profile is not None:
+        result = broker.usage.forget_profile(ctx.profile)
+    else:
+        result = broker.usage.forget(args.session_id)
     return ForgetOut(
-        session_id=args.session_id, events_deleted=result.events, items_changed=result.items
+        session_id=args.session_id,
+        profile=ctx.profile,
+        events_deleted=result.events,
+        items_changed=result.items,
     )
 
 
 def _forget_text(out: ForgetOut) -> str:
-    scope = f"session {out.session_id}" if out.session_id else "all sessions"
+    if out.session_id:
+        scope = f"session {out.session_id}"
+    elif out.profile is not None:
+        scope = f"the sessions of profile {out.profile!r}"
+    else:
+        scope = "all sessions"
     return (
         f"forgot {out.events_deleted} usage event(s) of {scope}; "
         f"{out.items_changed} item(s) rank as before"
@@ -96,8 +113,9 @@ RECORD_USAGE = ToolSpec(
 )
 FORGET_USAGE = ToolSpec(
     "forget_usage",
-    "Delete the recorded usage (requests and what they used) of one session, or of all, "
-    "and what the broker learned from it; rankings go back to what they were without it.",
+    "Delete the recorded usage (requests and what they used) of one session, or of all "
+    "(through a profile: all of that profile's), and what the broker learned from it; "
+    "rankings go back to what they were without it.",
     ForgetArgs,
     ForgetOut,
     _forget,

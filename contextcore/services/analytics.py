@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -125,8 +125,10 @@ def usage_stats(
     *,
     warnings: Sequence[str] = (),
     events: Iterable[Mapping[str, Any]] = (),
+    shown: Callable[[ItemRef], bool] | None = None,
 ) -> UsageStats:
-    """Aggregate the turn logs of ``sessions`` and the usage ``events`` recorded for them.
+    """Aggregate the turn logs of ``sessions`` and the usage ``events`` recorded for them;
+    with ``shown`` (a profile's test), only the items it passes are named anywhere.
 
     ``never_selected`` lists enabled ``agent`` items search never chose; ``never_included``
     enabled items of any mode that were in no request context. A search "without a strong
@@ -151,7 +153,7 @@ def usage_stats(
                 )
                 continue
             tally.add(turn, used_in.get((session.session_id, turn.request_id)))
-    return tally.stats(count, catalog, notes)
+    return tally.stats(count, catalog, notes, shown)
 
 
 @dataclass
@@ -191,10 +193,20 @@ class _Tally:
         if threshold is not None and not any(s >= threshold for s in agent_scores):
             self.weak += 1
 
-    def stats(self, sessions: int, catalog: Catalog, notes: list[str]) -> UsageStats:
-        """The totals, with the catalog's items never selected or included and suggestions."""
+    def stats(
+        self,
+        sessions: int,
+        catalog: Catalog,
+        notes: list[str],
+        shown: Callable[[ItemRef], bool] | None = None,
+    ) -> UsageStats:
+        """The totals, with the catalog's items never selected or included and suggestions;
+        only the items ``shown`` passes (None: all)."""
         usage = self.usage
         enabled = catalog.enabled()
+        if shown is not None:
+            usage = {ref: row for ref, row in usage.items() if shown(ref)}
+            enabled = [i for i in enabled if shown(i.ref)]
         never_selected = sorted(
             i.ref.key
             for i in enabled

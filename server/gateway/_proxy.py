@@ -1,5 +1,9 @@
 """Downstream resources and prompts, namespaced by server and read through live sessions.
 
+Every prompt, resource and template passes the trust gate tools pass (:meth:`ToolGate.vet`):
+cleaned of hidden characters and escapes and clipped, and held under ``trust = "strict"`` when
+flagged, before it is listed or routed to.
+
 A resource keeps its own URI when its server's ``prefix`` is ``""`` and a ``ui://`` resource
 always does (hosts render MCP Apps from it); any other is wrapped as
 ``downstream://<server>/<quoted original uri>``. Prompt names are ``<prefix><prompt>`` with the
@@ -33,6 +37,7 @@ from .secrets import Redactor
 from .server_state import ServerTable
 from .subscriptions import Subscriptions
 from .templates import TemplateTable, wrap_template
+from .trust import ToolGate
 
 __all__ = ["BROKER_PROMPTS", "ListsChangedFn", "ResourceProxy"]
 
@@ -46,6 +51,7 @@ _PROMPT_OUTCOME: TypeAdapter[types.GetPromptResult | types.InputRequiredResult] 
 )
 T = TypeVar("T")
 _Listed = TypeVar("_Listed", types.Resource, types.ResourceTemplate)
+_Vetted = TypeVar("_Vetted", types.Prompt, types.Resource, types.ResourceTemplate)
 
 ListsChangedFn = Callable[[Literal["resources", "prompts"]], Awaitable[None]]
 """Told that a downstream's resource or prompt list changed (``"resources"``/``"prompts"``)."""
@@ -59,9 +65,12 @@ _BROKER_URIS = ("context://", "ui://context-broker/")  # the broker's own resour
 class ResourceProxy:
     """Lists and reads downstream resources and prompts of the servers in one table."""
 
-    def __init__(self, servers: ServerTable, redactor: Redactor) -> None:
+    def __init__(
+        self, servers: ServerTable, redactor: Redactor, gate: ToolGate | None = None
+    ) -> None:
         self._servers = servers
         self._redactor = redactor
+        self._gate = gate or ToolGate()
         self._prompts: dict[str, tuple[str, str]] = {}
         self._resources: dict[str, tuple[str, str]] = {}  # exposed URI -> (server, uri)
         self._templates = TemplateTable()
@@ -91,9 +100,21 @@ class ResourceProxy:
                 tg.start_soon(one, server.name, conn, server.config.timeout)
         return out
 
+    def _vetted(
+        self, found: dict[str, list[_Vetted]], key: str, kind: str
+    ) -> dict[str, list[_Vetted]]:
+        """``found`` (by server) through the trust gate, as tools go through it: cleaned,
+        and what the server's trust mode holds left out (see :meth:`ToolGate.vet`)."""
+        out: dict[str, list[_Vetted]] = {}
+        for name, rows in found.items():
+            state = self._servers.find(name)
+            if state is not None:
+                out[name] = self._gate.vet(name, state.config, rows, key, kind)
+        return out
+
     async def list_resources(self) -> list[types.Resource]:
         """Every downstream resource under its exposed URI, by server then original order."""
-        found = await self._gather(lambda c: c.list_resources())
+        found = self._vetted(await self._gather(lambda c: c.list_resources()), "uri", "resource")
         table, rows = self._expose(found, "resource", lambda r: r.uri, wrap_resource_uri, "uri")
         self._resources = table
         return rows
@@ -199,10 +220,10 @@ class ResourceProxy:
 
     async def list_prompts(self) -> list[types.Prompt]:
         """Every downstream prompt named ``<prefix><prompt>``, in a stable order."""
-        found = await self._gather(lambda c: c.list_prompts())
+        found = self._vetted(await self._gather(lambda c: c.list_prompts()), "name", "prompt")
         naming = name_all(
             ((s, p.name) for s, prompts in found.items() for p in prompts),
-            {s: self._prefix(s) for s in found},
+            {s.name: s.config.prefix for s in self._servers},
             BROKER_PROMPTS,
             kind="prompt",
         )
@@ -249,7 +270,7 @@ class ResourceProxy:
     async def list_templates(self) -> list[types.ResourceTemplate]:
         """Every downstream resource template under its exposed form (see :mod:`.templates`),
         by server then original order; a template two would expose goes to the first."""
-        found = await self._gather(_templates)
+        found = self._vetted(await self._gather(_templates), "uriTemplate", "resource template")
         table, rows = self._expose(
             found, "resource template", lambda t: t.uri_template, wrap_template, "uri_template"
         )

@@ -79,7 +79,7 @@ class Gateway:
         self._exposed_fingerprint: tuple[Any, ...] = (self.has_servers(),)
         self._tg: anyio.abc.TaskGroup | None = None
         self._scopes: dict[str, anyio.CancelScope] = {}  # each running supervisor's task
-        self._proxy = ResourceProxy(self._servers, self.redactor)
+        self._proxy = ResourceProxy(self._servers, self.redactor, self.gate)
 
     @classmethod
     def from_config(cls, config: AppConfig, catalog: Catalog, **kwargs: Any) -> Gateway:
@@ -205,9 +205,11 @@ class Gateway:
         """The server a call of ``name``, which no server lists, goes to as it would if the
         host were connected to that server alone: the one server that keeps its own names
         (``prefix = ""``), when exactly one does, it is connected and ``name`` is none of
-        its tools (listed, disabled or held) nor the broker's; else None."""
+        its tools (listed, disabled or held), nor the broker's, nor among another server's
+        names (its prefix begins it); else None. The call then passes the server's trust
+        rules for tools it never listed (see :meth:`ServerState.refuse_unlisted`)."""
         own = [s for s in self._servers if s.config.prefix == ""]
-        if len(own) != 1 or name in broker_tool_names():
+        if len(own) != 1 or name in broker_tool_names() or self._names.claimed(name):
             return None
         state = own[0]
         known = any(t.name == name for t in state.tools) or name in state.held
@@ -241,7 +243,7 @@ class Gateway:
         Cancelling the caller cancels the downstream request.
         """
         state = self._servers.get(server)
-        original, conn = state.tool_target(tool)
+        original, conn = state.tool_target(tool, self.gate.cap(state.config))
         progress = self._redacted_progress(progress_callback)
         try:
             result = await conn.call_tool(
@@ -268,7 +270,7 @@ class Gateway:
         same ``GatewayError``. A stdio server answers it on its fast lane, the way
         :meth:`call_tool_soon` is answered, with a task waiting for it."""
         state = self._servers.get(server)
-        original, conn = state.tool_target(tool)
+        original, conn = state.tool_target(tool, self.gate.cap(state.config))
         try:
             result = await conn.call_tool_json(
                 original, arguments, timeout=timeout or state.config.timeout
@@ -295,7 +297,7 @@ class Gateway:
         :meth:`call_tool_json`."""
         try:
             state = self._servers.get(server)
-            original, conn = state.tool_target(tool)
+            original, conn = state.tool_target(tool, self.gate.cap(state.config))
         except GatewayError as exc:
             done(exc)
             return _no_cancel
@@ -447,6 +449,7 @@ class Gateway:
             admission.held,
             admission.report,
         )
+        server.unlisted.difference_update(t.name for t in admission.listing)
         self.catalog.replace_server_tools(server.name, server.catalog_items(admission.accepted))
         server.tools = admission.accepted
         self._rename()

@@ -11,6 +11,12 @@ same name as written (only possible with custom prefixes), the first server in n
 it and the other's tool is not exposed (it is reported as a clash); a downstream tool never
 takes the name of one of the broker's own tools.
 
+A name that begins with a server's prefix belongs to that server (the longest such prefix
+wins), whether or not it lists a tool of that name right now: a ``prefix = ""`` server's tool
+``zeta__deploy`` is never exposed while a server ``zeta`` is configured with its default
+prefix (it is reported as a clash), so it can neither take ``zeta``'s ``deploy`` nor stand in
+for it while that tool is held, unlisted or its server down.
+
 A host may also call a tool by the downstream's own name (an MCP App rendered from a
 downstream's ``ui://`` resource writes those names into its HTML): the call reaches the one
 server that has a tool of that name, and a name two servers share is refused naming both.
@@ -38,6 +44,7 @@ __all__ = [
     "broker_tool_names",
     "name_all",
     "prefix_for",
+    "prefix_owner",
     "prefix_problem",
     "sanitize",
     "split_resource_uri",
@@ -142,10 +149,12 @@ def name_all(
     prefixes = prefixes or {}
     keys = sorted(set(pairs))
     raw = {k: prefix_for(k[0], prefixes.get(k[0])) + sanitize(k[1]) for k in keys}
+    out = Naming()
+    out.clashes = _trespassers(keys, raw, prefixes, kind)
     groups: dict[str, list[Key]] = {}
     for key in keys:
-        groups.setdefault(raw[key], []).append(key)
-    out = Naming()
+        if key not in out.clashes:
+            groups.setdefault(raw[key], []).append(key)
     for base, members in groups.items():
         clean = [k for k in members if _as_written(k, prefixes.get(k[0])) == base]
         fits = len(base) <= MAX_NAME
@@ -169,6 +178,36 @@ def name_all(
     return out
 
 
+def prefix_owner(name: str, prefixes: Mapping[str, str | None]) -> tuple[str, str] | None:
+    """``(server, prefix)`` of the server whose names ``name`` lies among: the longest
+    non-empty prefix of the servers in ``prefixes`` that begins it; None if none does."""
+    owner: tuple[str, str] | None = None
+    for server, configured in prefixes.items():
+        prefix = prefix_for(server, configured)
+        if prefix and name.startswith(prefix) and (owner is None or len(prefix) > len(owner[1])):
+            owner = (server, prefix)
+    return owner
+
+
+def _trespassers(
+    keys: list[Key], raw: Mapping[Key, str], prefixes: Mapping[str, str | None], kind: str
+) -> dict[Key, str]:
+    """Why each key whose name lies among another server's names (see :func:`prefix_owner`)
+    is not exposed: a name belongs to the server whose prefix begins it."""
+    every = {**{server: None for server, _ in keys}, **prefixes}
+    out: dict[Key, str] = {}
+    for key in keys:
+        owner = prefix_owner(raw[key], every)
+        own = prefix_for(key[0], every[key[0]])
+        if owner is not None and owner[0] != key[0] and len(owner[1]) > len(own):
+            out[key] = (
+                f"{kind} {key[1]!r} of server {key[0]!r} is not exposed: its name "
+                f"{raw[key]!r} lies among server {owner[0]!r}'s names (prefix {owner[1]!r}); "
+                f"give server {key[0]!r} a prefix, or call it with call_tool"
+            )
+    return out
+
+
 def assign_names(
     pairs: Iterable[Key], prefixes: Mapping[str, str | None] | None = None
 ) -> dict[Key, str]:
@@ -188,6 +227,7 @@ class ExposedNames:
         self._gone: dict[str, Key] = {}
         self._bare: dict[str, list[Key]] = {}
         self._clashes: dict[Key, str] = {}
+        self._prefixes: dict[str, str | None] = {}
 
     def assign(
         self, pairs: Iterable[Key], prefixes: Mapping[str, str | None] | None = None
@@ -200,10 +240,18 @@ class ExposedNames:
             if self._clashes.get(key) != why:
                 log.warning("%s", why)
         self._names, self._clashes = naming.names, naming.clashes
+        self._prefixes = dict(prefixes or {})
         self._by_exposed = self._gone | {name: key for key, name in self._names.items()}
         self._bare = {}
         for key in keys:
-            self._bare.setdefault(key[1], []).append(key)
+            if key not in self._clashes and not self.claimed(key[1], key[0]):
+                self._bare.setdefault(key[1], []).append(key)
+
+    def claimed(self, name: str, by: str | None = None) -> bool:
+        """Whether ``name`` lies among the names of a server (other than ``by``) with a
+        prefix, so that only that server may answer to it (see :func:`prefix_owner`)."""
+        owner = prefix_owner(name, self._prefixes)
+        return owner is not None and owner[0] != by
 
     def name(self, server: str, tool: str) -> str | None:
         """The exposed name of ``server``'s ``tool``, if it has one."""

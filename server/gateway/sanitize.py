@@ -20,9 +20,11 @@ import mcp_types as types
 from pydantic import ValidationError
 
 __all__ = [
+    "CleanDefinition",
     "CleanText",
     "CleanTool",
     "Finding",
+    "clean_definition",
     "clean_text",
     "clean_tool",
     "scan",
@@ -203,6 +205,47 @@ def clean_tool(tool: types.Tool, max_chars: int) -> CleanTool:
         )
         shown = tool
     return CleanTool(shown, tuple(findings), walk.clipped, hold_reason)
+
+
+@dataclass(frozen=True)
+class CleanDefinition:
+    """A downstream prompt, resource or resource template as it may be shown: cleaned as a
+    tool's definition is (:func:`clean_tool`), with what was found."""
+
+    definition: Any  # the same pydantic model type as given
+    findings: tuple[Finding, ...]
+    hold_reason: str | None = None  # why it must be held whatever the trust mode
+
+
+def clean_definition(definition: Any, key: str, max_chars: int) -> CleanDefinition:
+    """A prompt, resource or resource template (a pydantic model) with every key and string
+    cleaned and clipped as :func:`clean_tool` does, flagged the same way. Its ``key`` field
+    (a prompt's name, a resource's URI, a template's URI template) is how it is asked for,
+    so it stays as written: hidden characters there are a ``hold_reason``, as is a
+    definition no longer valid once cleaned."""
+    walk = _Cleaner(max_chars)
+    try:
+        raw = definition.model_dump(by_alias=True, mode="json", exclude_none=True)
+    except (ValueError, RecursionError):
+        reason = "its definition is nested too deeply to be checked"
+        return CleanDefinition(definition, (Finding("unchecked", reason),), reason)
+    written = raw.get(key)
+    cleaned = walk.tree(raw)
+    findings = scan(walk.texts)
+    if walk.removed:
+        findings.insert(0, Finding("hidden characters", ", ".join(sorted(walk.removed))))
+    hold_reason = None
+    if cleaned.get(key) != written:
+        hold_reason = f"its {key} contains hidden or control characters ({ascii(written)[:120]})"
+    cleaned[key] = written
+    try:
+        shown = type(definition).model_validate(cleaned)
+    except ValidationError as exc:
+        hold_reason = hold_reason or (
+            f"its definition is not valid once cleaned ({exc.error_count()} errors)"
+        )
+        shown = definition
+    return CleanDefinition(shown, tuple(findings), hold_reason)
 
 
 def _unchecked(tool: types.Tool) -> CleanTool:

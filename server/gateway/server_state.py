@@ -32,6 +32,7 @@ from .errors import (
     ServerUnavailableError,
     ToolHeldError,
     UnknownServerError,
+    UnknownToolError,
     UnreadableAnswer,
 )
 from .models import ConnectionState, ServerStatus
@@ -77,6 +78,7 @@ class ServerState:
     first_attempt_done: anyio.Event = field(default_factory=anyio.Event)
     refresh_wanted: anyio.Event = field(default_factory=anyio.Event)
     name_clashes: list[str] = field(default_factory=list)  # tools not exposed: name taken
+    unlisted: set[str] = field(default_factory=set)  # never listed, called under trust = auto
 
     def redefined(self, config: DownstreamConfig) -> ServerState:
         """A fresh state for this server under a new definition, to connect again. Unless it
@@ -138,12 +140,41 @@ class ServerState:
         log.warning("%s", message)
         return DownstreamError(message, server=self.name, tool=tool, error=error)
 
-    def tool_target(self, tool: str) -> tuple[str, Connection]:
+    def tool_target(self, tool: str, cap: int) -> tuple[str, Connection]:
         """The downstream's own name for ``tool`` and the connection to call it on; raises
-        ``ToolHeldError`` or ``ServerUnavailableError`` when it cannot be called now."""
+        ``ToolHeldError``, ``ServerUnavailableError`` or ``UnknownToolError`` (see
+        :meth:`refuse_unlisted`, ``cap``: the server's tool limit) when it cannot be called."""
         original = self.original_tool(tool)
         self.refuse_held(original)
-        return original, self.live(original)
+        conn = self.live(original)
+        self.refuse_unlisted(original, cap)
+        return original, conn
+
+    def refuse_unlisted(self, tool: str, cap: int) -> None:
+        """Raise ``UnknownToolError`` for a tool the server never listed, so no gate vetted:
+        under ``trust = "pin"`` and ``"strict"`` only listed tools are called; under
+        ``"auto"`` each such name counts against the server's tool limit ``cap`` like a
+        listed tool, and is refused past it."""
+        if any(t.name == tool for t in self.tools) or tool in self.unlisted:
+            return
+        where = f"tool {tool[:100]!r} is not one downstream server {self.name!r} listed"
+        if self.config.trust != "auto":
+            raise UnknownToolError(
+                f"{where}; under trust = {self.config.trust!r} only its listed and approved "
+                "tools can be called (tools/list and list_servers show them)",
+                server=self.name,
+                tool=tool,
+            )
+        if len(self.listing) + len(self.unlisted) >= cap:
+            raise UnknownToolError(
+                f"{where}, and its listed tools and the unlisted names called already reach "
+                f"its limit of {cap} tools ([servers.{self.name}] max_tools or [gateway] "
+                "max_tools_per_server)",
+                server=self.name,
+                tool=tool,
+            )
+        log.warning("downstream %r: calling %r, a tool it never listed", self.name, tool[:100])
+        self.unlisted.add(tool)
 
     def original_tool(self, tool: str) -> str:
         """The downstream's own name for ``tool`` (given by original or exposed name)."""

@@ -9,6 +9,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
+from weakref import WeakKeyDictionary
 
 import anyio
 import anyio.to_thread
@@ -39,7 +40,7 @@ from tools.gateway import (
 
 from ..observability import Observer
 from ..surface.tool_calls import capped_downstream, describe_validation_error, error_result
-from ..transport.sdk_compat import connection_key
+from ..transport.sdk_compat import connection_key, connection_of
 from .arguments import schema_problem
 from .call_policy import call_refusal
 from .errors import GatewayError
@@ -191,8 +192,10 @@ class GatewaySurface:
         self._gathered = False  # the first gathering is over and the catalog says so
         self._max_result_bytes = max_result_bytes
         # Per handshake-era connection: the exposed names of the tools its latest request
-        # context selected, listed to that host beside the ``always`` tools.
-        self._selected: OrderedDict[int, tuple[str, ...]] = OrderedDict()
+        # context selected, listed to that host beside the ``always`` tools. Kept on the
+        # connection object itself (weakly), never by its id: a new connection must not
+        # inherit a closed one's selection when the id is reused.
+        self._selected: WeakKeyDictionary[object, tuple[str, ...]] = WeakKeyDictionary()
         self._fixed = [
             _tool(CALL_TOOL, CALL_TOOL_DESCRIPTION, CallToolArgs, None),
             _tool(LIST_SERVERS, LIST_SERVERS_DESCRIPTION, ListServersArgs, ListServersResult),
@@ -219,13 +222,13 @@ class GatewaySurface:
         if not self.gateway.has_servers():
             return []
         await self.startup()
-        selected = set(self._selected.get(_connection_key(session), ())) if session else set()
+        selected = set(self._selected.get(connection_of(session), ())) if session else set()
         listed = [
             t
             for t in self.gateway.tools()
             if t.enabled
             and (t.include == "always" or t.name in selected)
-            and (profile is None or profile.allows_tool(t.server, t.tool, t.name))
+            and (profile is None or profile.allows_tool(t.server, t.tool))
         ]
         return [*self._fixed, *(t.as_mcp_tool() for t in listed)]
 
@@ -242,13 +245,10 @@ class GatewaySurface:
                 and (name := self.directory.exposed_name(ref)) is not None
             )
         )
-        key = _connection_key(session)
+        key = connection_of(session)
         if self._selected.get(key, ()) == names:
             return
         self._selected[key] = names
-        self._selected.move_to_end(key)
-        while len(self._selected) > _MAX_LISTENERS:
-            self._selected.popitem(last=False)
         try:
             with anyio.fail_after(5):
                 await session.send_tool_list_changed()
@@ -380,9 +380,7 @@ class GatewaySurface:
             if target is None:  # the exposed list changed since the host read it
                 return f"no downstream tool is exposed as {name!r}"
             (server, tool), session = target, meta_session
-        if profile is not None and not profile.allows_tool(
-            server, tool, self.gateway.exposed_name(server, tool)
-        ):
+        if profile is not None and not profile.allows_tool(server, tool):
             return (
                 f"{name}: tool {tool!r} of server {server!r} is not in profile "
                 f"{profile.name!r}; this connection can call only the profile's tools"

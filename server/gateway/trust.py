@@ -35,8 +35,9 @@ listed only while it equals the approved one.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import mcp_types as types
 
@@ -45,7 +46,7 @@ from tools.gateway import FlaggedRow, HeldRow, TrustRow
 
 from .errors import PinFileError
 from .pins import LEGACY_FIELDS, Pin, PinSource, PinStore, definition_digest, legacy_digest
-from .sanitize import CleanTool, clean_tool
+from .sanitize import CleanTool, clean_definition, clean_tool
 
 __all__ = [
     "Admission",
@@ -62,6 +63,7 @@ log = logging.getLogger(__name__)
 
 TrustMode = Literal["pin", "auto", "strict"]
 _SHOWN_DROPS = 20
+_Row = TypeVar("_Row", types.Prompt, types.Resource, types.ResourceTemplate)
 _UNCHECKED = "0" * 64  # the hash of a definition too deep to hash (held whatever it says)
 
 
@@ -145,6 +147,7 @@ class ToolGate:
     def __init__(self, pins: PinStore | None = None, limits: Limits | None = None) -> None:
         self.pins = pins if pins is not None else PinStore(None)
         self.limits = limits or Limits()
+        self._reported: set[str] = set()  # what vet() logged already
 
     @classmethod
     def from_config(cls, config: AppConfig) -> ToolGate:
@@ -164,9 +167,44 @@ class ToolGate:
             log.warning("%s", exc)
             return False
 
+    def vet(
+        self, server: str, config: DownstreamConfig, rows: Sequence[_Row], key: str, kind: str
+    ) -> list[_Row]:
+        """A server's prompts, resources or resource templates as hosts may see them: every
+        key and string cleaned and clipped as a tool's are; one whose ``key`` (name, URI)
+        holds hidden characters is held whatever the mode, and under ``trust = "strict"``
+        so is one flagged for hidden characters or injection phrasing (nothing but the
+        approved is shown there). ``key`` is the field, as on the wire, that asks for it.
+        Held and flagged ones are logged once."""
+        max_chars = config.max_description_chars or self.limits.max_description_chars
+        shown: list[_Row] = []
+        for row in rows:
+            clean = clean_definition(row, key, max_chars)
+            name = str(getattr(row, "name", ""))[:200]
+            reason = clean.hold_reason
+            if reason is None and clean.findings and config.trust == "strict":
+                kinds = ", ".join(f.kind for f in clean.findings)
+                reason = f'it looks like a prompt injection ({kinds}); trust = "strict" holds it'
+            if reason is not None or clean.findings:
+                what = f"held back: {reason}" if reason else "flagged, shown cleaned"
+                why = "; ".join(str(f) for f in clean.findings)
+                self._report(f"downstream {server!r}: {kind} {name!r} {what} ({why})")
+            if reason is None:
+                shown.append(clean.definition)
+        return shown
+
+    def _report(self, message: str) -> None:
+        if message not in self._reported:
+            self._reported.add(message)
+            log.warning("%s", message)
+
+    def cap(self, config: DownstreamConfig) -> int:
+        """The most tools one server may have (listed, or called unlisted under ``auto``)."""
+        return config.max_tools or self.limits.max_tools_per_server
+
     def admit(self, server: str, config: DownstreamConfig, tools: list[types.Tool]) -> Admission:
         """Decide which of ``tools`` (as the downstream listed them) may be shown."""
-        cap = config.max_tools or self.limits.max_tools_per_server
+        cap = self.cap(config)
         max_chars = config.max_description_chars or self.limits.max_description_chars
         kept, dropped = tools[:cap], tools[cap:]
         accepted: list[types.Tool] = []

@@ -53,8 +53,9 @@ def with_servers(surface: GatewaySurface | None) -> TypeGuard[GatewaySurface]:
 
 
 async def resource_shown(uri: str, profile: Profile | None, surface: GatewaySurface | None) -> bool:
-    """Whether a downstream resource (by its exposed URI) is in ``profile``: its server's."""
-    if profile is None or profile.servers is None or surface is None:
+    """Whether a downstream resource (by its exposed URI) is in ``profile``: its server's
+    (see :meth:`Profile.allows_server`)."""
+    if profile is None or profile.every_server or surface is None:
         return True
     server = await surface.gateway.resource_server(uri)
     return server is not None and profile.allows_server(server)
@@ -62,7 +63,7 @@ async def resource_shown(uri: str, profile: Profile | None, surface: GatewaySurf
 
 async def template_shown(exposed: str, profile: Profile | None, surface: GatewaySurface) -> bool:
     """Whether a downstream resource template (as exposed) is in ``profile``: its server's."""
-    if profile is None or profile.servers is None:
+    if profile is None or profile.every_server:
         return True
     server = await surface.gateway.resources.template_server(exposed)
     return server is not None and profile.allows_server(server)
@@ -70,7 +71,7 @@ async def template_shown(exposed: str, profile: Profile | None, surface: Gateway
 
 async def prompt_shown(name: str, profile: Profile | None, surface: GatewaySurface) -> bool:
     """Whether a downstream prompt (by its exposed name) is in ``profile``: its server's."""
-    if profile is None or profile.servers is None:
+    if profile is None or profile.every_server:
         return True
     server = await surface.gateway.prompt_server(name)
     return server is not None and profile.allows_server(server)
