@@ -41,6 +41,7 @@ from ..transport.jsonrpc_lines import (
     message_line,
     notification_line,
     peer_message,
+    read_object,
     request_line,
     safe_loads,
     top_level_id,
@@ -63,7 +64,8 @@ Outcome = dict[str, Any] | MCPError
 """A lane request's end: its ``result`` object as the server sent it, or the ``MCPError``."""
 OutcomeFn = Callable[[Outcome], None]
 TellFn = Callable[[bytes], bool]
-"""Takes a server's log message line as sent (True) or leaves it to the session (False)."""
+"""Takes a server's log message (a ``notifications/message`` line the link wrote from the
+parsed notification, see :func:`_log_message`) (True) or leaves it to the session (False)."""
 
 
 class _Waiter:
@@ -111,8 +113,9 @@ class StdioLink:
         ``result`` object as the server sent it or an ``MCPError`` (the server's error
         response, ``REQUEST_TIMEOUT`` after ``timeout`` seconds, ``CONNECTION_CLOSED`` if the
         server is gone). No task waits for it: the answer is handled where it is read.
-        While it is in flight, ``tell`` is offered the server's ``notifications/message``
-        lines in the order they are read (before the answer that follows them).
+        While it is in flight, ``tell`` is offered the server's log messages in the order
+        they are read (before the answer that follows them), each as a ``notifications/message``
+        line written anew from the parsed notification, never the server's own bytes.
         Returns the request's id, for :meth:`cancel_soon`. Raises ``MCPError`` (and ``done``
         is not called) when the request cannot be written."""
         if self._closed:
@@ -241,10 +244,18 @@ class StdioLink:
         return True
 
     def _told(self, line: bytes) -> bool:
-        """Offer a log message line to the lane requests in flight that listen for them."""
-        if not self._pending or b'"notifications/message"' not in line:
+        """Offer a server's log message to the lane requests in flight that listen for them,
+        as a line the link writes itself from what it parsed (see :func:`_log_message`), so
+        nothing else a server writes reaches them: a line that only contains the method's
+        name (a response under some other request's id, say) goes to the session, which
+        reads it as what it is."""
+        if b"notifications/message" not in line:
             return False
-        return any(w.tell(line) for w in self._pending.values() if w.tell is not None)
+        listening = [w.tell for w in self._pending.values() if w.tell is not None]
+        if not listening:
+            return False
+        told = _log_message(line)
+        return told is not None and any(tell(told) for tell in listening)
 
     def _unreadable_response(self, line: bytes, exc: ValueError) -> bool:
         """An unparsable line answering a lane request fails that request at once."""
@@ -291,6 +302,27 @@ def _outcome(method: str, message: dict[str, Any]) -> Outcome:
     if not isinstance(result, dict):
         return MCPError(types.INTERNAL_ERROR, f"malformed response to {method!r}: no result")
     return result
+
+
+def _log_message(line: bytes) -> bytes | None:
+    """``line`` written anew when it is a well-formed ``notifications/message`` notification
+    (no id, valid log params), else None. Only the parsed params are written, never the
+    server's bytes."""
+    message = read_object(line)
+    if (
+        message is None
+        or message.get("jsonrpc") != "2.0"
+        or message.get("method") != "notifications/message"
+        or "id" in message
+        or not message.keys() <= {"jsonrpc", "method", "params"}
+    ):
+        return None
+    try:
+        params = types.LoggingMessageNotificationParams.model_validate(message.get("params"))
+    except ValidationError:
+        return None
+    dumped = params.model_dump(by_alias=True, mode="json", exclude_unset=True)
+    return notification_line("notifications/message", dumped)
 
 
 def _tell(waiter: _Waiter, outcome: Outcome) -> None:

@@ -19,9 +19,11 @@ lone surrogate escape) are left to the SDK path, which answers them (see ``.stdi
 The answers are those of the full path: the downstream's result object as sent (secrets
 masked), the JSON-RPC error it answered an exposed tool's call with, as sent, or a tool error
 naming server and tool when the server is down, times out or fails. The downstream's log
-messages during such a call reach the host as sent, before the answer, unless below the level
-the host set with ``logging/setLevel``. A host's ``notifications/cancelled`` for such a call
-cancels the downstream request and no response is sent, as the specification asks.
+messages during such a call reach the host before the answer, unless below the level the host
+set with ``logging/setLevel``: only well-formed ``notifications/message`` notifications, each
+written anew from its parsed params; nothing else a downstream writes reaches the host here.
+A host's ``notifications/cancelled`` for such a call cancels the downstream request and no
+response is sent, as the specification asks.
 """
 
 from __future__ import annotations
@@ -34,7 +36,14 @@ from mcp_types import INTERNAL_ERROR, ErrorData
 
 from ..gateway.relay import severity, shown
 from ..gateway.surface import GatewaySurface
-from .jsonrpc_lines import RequestKey, error_line, id_key, read_object, result_line
+from .jsonrpc_lines import (
+    RequestKey,
+    error_line,
+    id_key,
+    notification_line,
+    read_object,
+    result_line,
+)
 
 __all__ = ["DirectCalls"]
 
@@ -142,11 +151,20 @@ class DirectCalls:
         return answer
 
     def _tell(self, line: bytes) -> bool:
-        """A downstream's log message during a call forwarded here, written to the host as
-        the server sent it, unless below the level the host set (``logging/setLevel``)."""
+        """A downstream's log message during a call forwarded here, unless below the level
+        the host set (``logging/setLevel``): only a notification of a method a host may be
+        sent here (:data:`_TOLD`), written anew from its parsed params, so no response,
+        request or other bytes of a server reach the host this way (answers reach it only
+        under the host's own ids, from :meth:`_answerer`). Anything else is left (False)."""
         assert self._write is not None
-        if shown(_log_level(line), self._min_level):
-            self._write(line if line.endswith(b"\n") else line + b"\n")
+        message = read_object(line)
+        if message is None or "id" in message or message.get("method") not in _TOLD:
+            return False
+        method, params = message["method"], message.get("params")
+        if not isinstance(params, dict):
+            return False
+        if shown(_level(message), self._min_level):
+            self._write(notification_line(method, params))
         return True
 
     def _take_cancel(self, line: bytes) -> bool:
@@ -176,6 +194,8 @@ def _not_sent() -> None:
 
 
 _ASKABLE = ("elicitation", "sampling", "roots")
+_TOLD = frozenset({"notifications/message"})
+"""What a downstream may send a host during a call taken here: its log messages."""
 
 
 def _host_answers(line: bytes) -> bool:
@@ -187,11 +207,6 @@ def _host_answers(line: bytes) -> bool:
     params = message.get("params")
     capabilities = params.get("capabilities") if isinstance(params, dict) else None
     return isinstance(capabilities, dict) and any(k in capabilities for k in _ASKABLE)
-
-
-def _log_level(line: bytes) -> str | None:
-    """The level of a ``notifications/message`` line (None when it has none)."""
-    return _level(read_object(line))
 
 
 def _set_level(line: bytes) -> str | None:
