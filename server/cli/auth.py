@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import os
 import time
-from contextlib import AsyncExitStack
+from collections.abc import Iterator
+from contextlib import AsyncExitStack, contextmanager
 from typing import Any
 
 import anyio
@@ -80,6 +82,29 @@ async def _login(name: str, config: AppConfig, server: DownstreamConfig, tokens:
     """Sign in to ``server`` afresh and list its tools; the number of tools."""
     expanded, secrets = expand_server(name, server, os.environ)
     redactor = Redactor(secrets)
+    with _masked_logs(redactor):
+        return await _sign_in(name, expanded, tokens, redactor)
+
+
+@contextmanager
+def _masked_logs(redactor: Redactor) -> Iterator[None]:
+    """Every log line (the SDK's own included) with the secrets masked, as ``serve`` does;
+    the redactor learns tokens and a registered client's secret while signing in."""
+    masking = redactor.filter()
+    handlers = list(logging.getLogger().handlers)
+    for handler in handlers:
+        handler.addFilter(masking)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(masking)
+
+
+async def _sign_in(
+    name: str, expanded: DownstreamConfig, tokens: TokenStore, redactor: Redactor
+) -> int:
+    """Sign in to ``expanded`` (references expanded) afresh and list its tools; how many."""
     url = expanded.url or ""
     if tokens.entry(name, url):  # a fresh sign-in: the registration stays, the tokens go
         tokens.update(name, url, tokens=None, expires_at=None)

@@ -121,11 +121,13 @@ def _check_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 def _repair_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     repair = sub.add_parser(
         "repair",
-        help="show the session store's damaged records (that reads skip), then remove them",
+        help="show the session store's damaged records (that reads skip), then remove them "
+        "once confirmed (--yes where no one can answer)",
         parents=[common],
     )
     _add_config(repair)
     repair.add_argument("--dry-run", action="store_true", help="only show them")
+    repair.add_argument("--yes", action="store_true", help="remove them without asking")
 
 
 def _eval_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -376,7 +378,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def _cmd_repair(args: argparse.Namespace) -> int:
     from .repair import repair
 
-    return repair(args.config, dry_run=args.dry_run)
+    return repair(args.config, dry_run=args.dry_run, yes=args.yes)
 
 
 def _cmd_stats(args: argparse.Namespace) -> int:

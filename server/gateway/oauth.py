@@ -16,7 +16,6 @@ the connection puts on its HTTP client.
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any
@@ -31,9 +30,8 @@ from mcp.client.auth.extensions.client_credentials import (
     SignedJWTParameters,
 )
 from mcp.client.auth.oauth2 import OAuthContext
-from mcp.client.auth.utils import union_scopes
+from mcp.client.auth.utils import issuers_match, union_scopes
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
-from mcp.shared.exceptions import MCPDeprecationWarning
 
 from server.settings import DownstreamConfig, OAuthConfig
 
@@ -106,36 +104,33 @@ def _scope(oauth: OAuthConfig) -> str | None:
 
 
 def _machine_provider(url: str, oauth: OAuthConfig, storage: ServerTokens) -> OAuthClientProvider:
-    """The client credentials grant, with a private key JWT or the client secret."""
-    assert oauth.client_id is not None
-    # Without ``issuer`` the SDK warns that the server's advertised authorization server is
-    # trusted; that is this config's documented meaning, so the warning would only be noise.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", MCPDeprecationWarning)
-        if oauth.private_key_pem is not None:
-            signer = SignedJWTParameters(
-                issuer=oauth.client_id,
-                subject=oauth.client_id,
-                signing_key=oauth.private_key_pem,
-                signing_algorithm=oauth.signing_algorithm,
-            )
-            return _PrivateKeyJWT(
-                url,
-                storage,
-                oauth.client_id,
-                signer.create_assertion_provider(),
-                scope=_scope(oauth),
-                issuer=oauth.issuer,
-            )
-        assert oauth.client_secret is not None
-        return _ClientSecret(
+    """The client credentials grant, with a private key JWT or the client secret; both go
+    only to ``issuer`` (the config requires it), which the SDK enforces."""
+    assert oauth.client_id is not None and oauth.issuer is not None
+    if oauth.private_key_pem is not None:
+        signer = SignedJWTParameters(
+            issuer=oauth.client_id,
+            subject=oauth.client_id,
+            signing_key=oauth.private_key_pem,
+            signing_algorithm=oauth.signing_algorithm,
+        )
+        return _PrivateKeyJWT(
             url,
             storage,
             oauth.client_id,
-            oauth.client_secret,
+            signer.create_assertion_provider(),
             scope=_scope(oauth),
             issuer=oauth.issuer,
         )
+    assert oauth.client_secret is not None
+    return _ClientSecret(
+        url,
+        storage,
+        oauth.client_id,
+        oauth.client_secret,
+        scope=_scope(oauth),
+        issuer=oauth.issuer,
+    )
 
 
 def _port(name: str, url: str, oauth: OAuthConfig, tokens: TokenStore) -> int:
@@ -178,6 +173,7 @@ def _person_provider(
     )
     provider.wanted_scope = _scope(oauth)
     provider.server_name = name
+    provider.issuer = oauth.issuer
     return provider
 
 
@@ -241,14 +237,41 @@ async def _adopt_stored(context: OAuthContext, name: str) -> None:
 
 
 class _AuthorizationCode(OAuthClientProvider):
+    """With ``issuer`` configured (required with a client secret), only that authorization
+    server is used: picked among those the server advertises, and no sign-in, registration or
+    token request goes to another one."""
+
     wanted_scope: str | None = None
     server_name: str = ""
+    issuer: str | None = None
     _initialized = _ReloadWhenStale()
 
+    def _select_authorization_server(self, advertised: list[str]) -> str:
+        if self.issuer is None:
+            return super()._select_authorization_server(advertised)
+        for server in advertised:
+            if issuers_match(server, self.issuer):
+                return server
+        raise _elsewhere(self.server_name, self.issuer, advertised[0])
+
     async def _perform_authorization(self) -> httpx2.Request:
+        metadata = self.context.oauth_metadata
+        if self.issuer is not None and (
+            metadata is None or not issuers_match(str(metadata.issuer), self.issuer)
+        ):
+            found = self.context.auth_server_url if metadata is None else str(metadata.issuer)
+            raise _elsewhere(self.server_name, self.issuer, found)
         await _adopt_stored(self.context, self.server_name)
         _want(self.context, self.wanted_scope)
         return await super()._perform_authorization()
+
+
+def _elsewhere(name: str, issuer: str, found: str | None) -> OAuthFlowError:
+    return OAuthFlowError(
+        f"server {name!r} sends the broker to the authorization server {found or '(unknown)'!r}, "
+        f"not to its configured issuer {issuer!r}; nothing was sent there. Correct 'issuer' "
+        f"in [servers.{name}.oauth] if the server really moved"
+    )
 
 
 class _ClientSecret(ClientCredentialsOAuthProvider):

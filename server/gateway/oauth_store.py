@@ -8,7 +8,8 @@ instead of asking a person again. Entries are bound to the server's URL: a serve
 changed starts over. :class:`TokenStore` keeps those entries in one of two places:
 
 - :class:`TokenFile`, the ``[gateway] token_file``, written atomically with mode 0600 (the
-  default with a memory or SQLite session store);
+  default with a memory or SQLite session store); unset, ``tokens.json`` in the user's state
+  folder (:func:`default_token_file`), never beside the config, which may be in a git tree;
 - the shared session store (``server.stores._tokens``; the default with PostgreSQL or Redis),
   one entry per server written in one statement, so every replica uses, refreshes and signs
   in with the same tokens.
@@ -21,8 +22,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -45,7 +47,14 @@ from .errors import TokenFileError
 if TYPE_CHECKING:
     from server.settings import AppConfig
 
-__all__ = ["ServerTokens", "TokenFile", "TokenRows", "TokenStore", "open_tokens"]
+__all__ = [
+    "ServerTokens",
+    "TokenFile",
+    "TokenRows",
+    "TokenStore",
+    "default_token_file",
+    "open_tokens",
+]
 
 log = logging.getLogger(__name__)
 
@@ -119,14 +128,26 @@ def _failures() -> Iterator[None]:
         raise TokenFileError(f"OAuth tokens cannot be kept: {exc}") from None
 
 
-def open_tokens(config: AppConfig) -> TokenStore:
+def default_token_file(environ: Mapping[str, str]) -> Path:
+    """Where tokens live when ``token_file`` is unset: the user's state folder
+    (``$XDG_STATE_HOME``, else ``~/.local/state``; ``%LOCALAPPDATA%`` on Windows)."""
+    state = environ.get("XDG_STATE_HOME", "")
+    if os.name == "nt" and environ.get("LOCALAPPDATA"):
+        state = environ["LOCALAPPDATA"]
+    base = Path(state) if Path(state).is_absolute() else Path.home() / ".local" / "state"
+    return base / "context-broker" / "tokens.json"
+
+
+def open_tokens(config: AppConfig, environ: Mapping[str, str] | None = None) -> TokenStore:
     """The token storage ``[gateway] token_store`` chooses: ``"file"`` (the 0600
-    ``token_file``) or ``"store"`` (the shared ``[persistence]`` store); unset, the store when
-    it is PostgreSQL or Redis, else the file."""
+    ``token_file``, by default in the user's state folder) or ``"store"`` (the shared
+    ``[persistence]`` store); unset, the store when it is PostgreSQL or Redis, else the file."""
     backend = config.persistence.backend
     kind = config.gateway.token_store or ("store" if backend in _SHARED_BACKENDS else "file")
     if kind == "file":
-        return TokenStore(TokenFile(config.resolve(config.gateway.token_file)))
+        path = config.gateway.token_file
+        where = config.resolve(path) if path else default_token_file(environ or os.environ)
+        return TokenStore(TokenFile(where))
     if backend == "memory":
         raise ConfigError(
             'gateway.token_store = "store" needs a [persistence] backend that keeps data '
@@ -196,6 +217,7 @@ class TokenFile:
             return
         text = json.dumps({"version": _VERSION, "servers": servers}, indent=2, sort_keys=True)
         try:
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # a new folder: ours
             replace_private(self.path, text + "\n")  # 0600: never readable by others
         except OSError as exc:
             raise self._error("cannot write", exc) from exc
@@ -272,11 +294,15 @@ class ServerTokens:
     async def get_client_info(self) -> OAuthClientInformationFull | None:
         if self.fixed_client is not None:
             return self.fixed_client
-        return _load(
+        client = _load(
             OAuthClientInformationFull, self.store.entry(self.server, self.url).get("client")
         )
+        if client is not None:
+            self._reveal_client(client)
+        return client
 
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self._reveal_client(client_info)  # a secret the registration issued, before any use
         if self.fixed_client is not None:
             return
         dumped = client_info.model_dump(mode="json", exclude_none=True)
@@ -286,6 +312,11 @@ class ServerTokens:
         """Hand the token values to the redactor, so no log line or error can show them."""
         if self.on_secret is not None:
             self.on_secret(t for t in (tokens.access_token, tokens.refresh_token) if t)
+
+    def _reveal_client(self, client: OAuthClientInformationFull) -> None:
+        """Hand a registered client's secret to the redactor, as a configured one is."""
+        if self.on_secret is not None and client.client_secret:
+            self.on_secret([client.client_secret])
 
     def _restore(self, context: OAuthContext, row: dict[str, Any]) -> None:
         expires_at = row.get("expires_at")

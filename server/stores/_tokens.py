@@ -6,7 +6,8 @@ sees half of one:
 
     postgres   table ``gateway_tokens (server text PRIMARY KEY, entry text)``, one upsert
     redis      hash ``cb:oauth``: server name -> entry, one ``HSET``
-    sqlite     table ``gateway_tokens`` in the session file, one upsert
+    sqlite     table ``gateway_tokens`` in the session file, one upsert; the file (and so its
+               -wal and -shm) is made private (0600) first, whoever creates it
 
 The table is created on first use (``IF NOT EXISTS``, under PostgreSQL's advisory lock), apart
 from the session schema's versions, so a store that never keeps a token has none. Tokens are
@@ -28,6 +29,7 @@ from contextcore.store import StoreError, StoreUnavailable
 from server.settings import AppConfig
 
 from ._shared import dumps
+from ._sqlite_schema import _keep_private
 from ._urls import describe_url, scrub
 
 __all__ = ["PostgresTokenRows", "RedisTokenRows", "SqliteTokenRows", "shared_token_rows"]
@@ -162,9 +164,13 @@ class SqliteTokenRows:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.where = str(path)
+        self._private = False
 
     @contextmanager
     def _cursor(self) -> Iterator[sqlite3.Cursor]:
+        if not self._private:  # tokens go in: created 0600, or group and other access taken off
+            _keep_private(self.path)
+            self._private = True
         try:
             with closing(sqlite3.connect(self.path, timeout=_TIMEOUT)) as conn, conn:
                 conn.execute(_TABLE)

@@ -17,6 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import mcp_types as types
@@ -48,8 +49,12 @@ timeout = 20
 """
 
 
-def oauth_table(scenario: str, context: dict[str, Any]) -> dict[str, Any] | None:
-    """The ``[servers.NAME.oauth]`` table for a scenario (None when it needs no OAuth)."""
+def oauth_table(
+    scenario: str, context: dict[str, Any], issuer: str | None = None
+) -> dict[str, Any] | None:
+    """The ``[servers.NAME.oauth]`` table for a scenario (None when it needs no OAuth).
+    ``issuer`` stands in for what a person would know of their credentials' authorization
+    server when the scenario's context does not say (the broker requires it with a secret)."""
     if not scenario.startswith("auth/"):
         return None
     table: dict[str, Any] = {"client_metadata_url": CIMD_URL}
@@ -59,7 +64,20 @@ def oauth_table(scenario: str, context: dict[str, Any]) -> dict[str, Any] | None
     if scenario.startswith("auth/client-credentials"):
         table["grant"] = "client_credentials"
         table.pop("client_metadata_url")
+    if issuer is not None:
+        table.setdefault("issuer", issuer)
     return table
+
+
+def advertised_issuer(url: str) -> str | None:
+    """The first authorization server the protected resource at ``url`` advertises."""
+    import httpx
+
+    parts = urlsplit(url)
+    where = f"{parts.scheme}://{parts.netloc}/.well-known/oauth-protected-resource{parts.path}"
+    response = httpx.get(where, timeout=10, trust_env=False)
+    servers = response.json().get("authorization_servers") if response.is_success else None
+    return str(servers[0]) if servers else None
 
 
 def write_config(folder: Path, url: str, oauth: dict[str, Any] | None) -> Path:
@@ -187,7 +205,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(kept) if kept else Path(scratch)
         folder.mkdir(parents=True, exist_ok=True)
-        config = write_config(folder, url, oauth_table(scenario, context))
+        needs_issuer = "issuer" not in context and (
+            "client_secret" in context or "private_key_pem" in context
+        )
+        issuer = advertised_issuer(url) if needs_issuer else None
+        config = write_config(folder, url, oauth_table(scenario, context, issuer))
         for line in anyio.run(drive, config, BROWSER, context):
             print(line, file=sys.stderr)
     return 0

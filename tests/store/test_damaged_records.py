@@ -137,7 +137,7 @@ async def test_a_damaged_message_and_turn_are_skipped_reported_counted_and_repai
     shown = _cli("repair", "--config", str(config_path), "--dry-run")
     assert shown.returncode == 0, shown.stderr
     assert f"message 2 of session {sid}" in shown.stdout and "nothing was removed" in shown.stdout
-    repaired = _cli("repair", "--config", str(config_path))
+    repaired = _cli("repair", "--config", str(config_path), "--yes")
     assert repaired.returncode == 0 and "removed 2 damaged record(s)" in repaired.stdout
     assert f"turn 0 of session {sid}" in repaired.stdout  # shown before removing
     again = _cli("check", "--config", str(config_path))
