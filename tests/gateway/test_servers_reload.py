@@ -62,10 +62,16 @@ def write_config(folder: Path, servers: str, *, watch: bool = False, top: str = 
 
 
 def write_servers_file(folder: Path, **servers: tuple[list[str], str]) -> Path:
-    """A host-style ``mcpServers`` file: name → (tools, tag) of named-tools fixtures."""
+    """A host-style ``mcpServers`` file: name → (tools, tag) of named-tools fixtures, each
+    ``"include": "always"`` so its tools are listed directly (imported ones are "agent")."""
     path = folder / "servers.json"
     entries = {
-        name: {"command": sys.executable, "args": [str(NAMED), *tools], "env": {TAG_ENV: tag}}
+        name: {
+            "command": sys.executable,
+            "args": [str(NAMED), *tools],
+            "env": {TAG_ENV: tag},
+            "include": "always",
+        }
         for name, (tools, tag) in servers.items()
     }
     path.write_text(json.dumps({"mcpServers": entries}), encoding="utf-8")

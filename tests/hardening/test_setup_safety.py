@@ -142,7 +142,7 @@ def _self_listing(folder: Path) -> Path:
     desktop = {
         "mcpServers": {
             "context-broker": {"command": BROKER, "args": ["serve", "--config", str(config)]},
-            "time": {"command": TIME, "args": []},
+            "time": {"command": TIME, "args": [], "include": "always"},  # listed directly
         }
     }
     (folder / "claude_desktop_config.json").write_text(json.dumps(desktop), encoding="utf-8")
