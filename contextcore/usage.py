@@ -108,6 +108,7 @@ class UsageRecorder:
         self._clock = clock
         self._lock = threading.Lock()
         self._seen: OrderedDict[tuple[str, str, str], None] = OrderedDict()
+        self._shared: OrderedDict[str, bool] = OrderedDict()  # session: teaches the ranking
 
     @property
     def learner(self) -> UsageLearner | None:
@@ -133,14 +134,25 @@ class UsageRecorder:
 
     def _teaches_shared(self, session_id: str | None) -> bool:
         """Whether a session's usage teaches the shared ranking: only a session created
-        under no profile's does (see the module docstring)."""
+        under no profile's does (see the module docstring). A session's profile never
+        changes, so its header is read once per session while remembered."""
         if session_id is None:
             return True
+        known = self._shared.get(session_id)
+        if known is not None:
+            return known
         try:
             header = self._store.header(session_id)
         except (ContextCoreError, ValueError, KeyError, TypeError):
             return False  # unreadable: its profile is unknown, so it teaches nothing
-        return header is None or getattr(header, "profile", None) is None
+        shared = header is None or getattr(header, "profile", None) is None
+        self._remember_shared(session_id, shared)
+        return shared
+
+    def _remember_shared(self, session_id: str, shared: bool) -> None:
+        self._shared[session_id] = shared
+        while len(self._shared) > _SEEN:
+            self._shared.popitem(last=False)
 
     def call_event(
         self, session_id: str, turn: RequestContext | None, ref: ItemRef
@@ -163,8 +175,10 @@ class UsageRecorder:
         """Teach the learner an event just stored as ``seq`` of ``session_id`` (not when
         the session is a profile's: see the module docstring)."""
         learner = self.learner
-        if learner is not None and self._teaches_shared(session_id):
-            with self._lock:
+        if learner is None or not event.get("vector"):
+            return  # nothing to teach: no need to know the session's profile
+        with self._lock:
+            if self._teaches_shared(session_id):
                 self._learn(learner, {**event, "session_id": session_id, "seq": seq}, self._model())
 
     def record_usage(
@@ -177,6 +191,9 @@ class UsageRecorder:
         """Record what a host reports for one recorded ``turn``; unknown keys, and under
         ``profile`` keys of items outside it, are errors naming them. Returns the stored
         event (without its vector)."""
+        if profile is not None:  # the caller's profile is the session's (checked before)
+            with self._lock:
+                self._remember_shared(turn.session_id, False)
         used_refs = self._known(used, "used", profile)
         unused_refs = self._known(unused, "unused", profile)
         both = sorted({r.key for r in used_refs} & {r.key for r in unused_refs})
