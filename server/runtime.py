@@ -179,6 +179,7 @@ def new_gateway(
         fast_path=fast_path_enabled(config.server.fast_path),
         tokens=open_tokens(config),
         sign_in=sign_in,
+        max_subscriptions_per_host=g.max_subscriptions_per_host,
     )
     gateway = Gateway(
         resolve_servers(config) if servers is None else servers,

@@ -102,7 +102,8 @@ class Connection:
 
     async def list_tools(self) -> list[types.Tool]:
         """Every tool, following pagination."""
-        return await _all_pages(self.session.list_tools, "tools")
+        with self._main.relay.call():  # held in flight: the server's messages meanwhile
+            return await _all_pages(self.session.list_tools, "tools")
 
     @property
     def modern(self) -> bool:
@@ -131,12 +132,24 @@ class Connection:
         (``resources/subscribe``, a handshake-era method): a handshake-era session kept open
         beside a 2026-07-28 one over HTTP (see :meth:`.eras.HandshakeLanes.pinned`), else
         the connection's own."""
+        return (await self._stateful_lane()).session
+
+    async def _stateful_lane(self) -> Lane:
         if self._lanes is None:
-            return self.session
+            return self._main
         try:
-            return (await self._lanes.pinned()).session
+            return await self._lanes.pinned()
         except NoHandshake:
-            return self.session
+            return self._main
+
+    @asynccontextmanager
+    async def stateful(self) -> AsyncIterator[ClientSession]:
+        """:meth:`stateful_session`, a request sent on it in the block held in flight for
+        the host :func:`.relay.calling_for` set (or for none), so what the server says
+        meanwhile is never taken for another host's (see :mod:`.relay`)."""
+        lane = await self._stateful_lane()
+        with lane.relay.call():
+            yield lane.session
 
     def _sender(
         self,
@@ -308,13 +321,15 @@ class Connection:
         """Every resource, following pagination (empty when the server has none)."""
         if self.capabilities.resources is None:
             return []
-        return await _all_pages(self.session.list_resources, "resources")
+        with self._main.relay.call():
+            return await _all_pages(self.session.list_resources, "resources")
 
     async def list_prompts(self) -> list[types.Prompt]:
         """Every prompt, following pagination (empty when the server has none)."""
         if self.capabilities.prompts is None:
             return []
-        return await _all_pages(self.session.list_prompts, "prompts")
+        with self._main.relay.call():
+            return await _all_pages(self.session.list_prompts, "prompts")
 
 
 async def open_connection(

@@ -38,6 +38,8 @@ class GatewaySettings:
     # A server whose OAuth sign-in needs a person opens a browser; off (check, eval), its
     # connection fails with the `auth login` hint instead.
     sign_in: bool = True
+    # Downstream resources one host connection may be subscribed to at once.
+    max_subscriptions_per_host: int = 1024
 
     def backoff(self, attempt: int) -> float:
         """Delay before reconnect attempt ``attempt`` (0-based)."""

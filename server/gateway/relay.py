@@ -16,12 +16,20 @@ downstream gets ``-32601`` with a message saying why, at once rather than a hang
 own error is passed back as it is. Log messages go to the host of the call in flight (on a
 2026-07-28 host's call's stream too), unless below the level it set, and are dropped
 otherwise.
+
+A downstream's log message or question names no request on the wire (progress does, by its
+token, and reaches the host of that token's call), so it is taken to belong to a host's
+request only while every request the broker has in flight on that session (calls, reads,
+subscriptions) is that host's; whenever another host's request, or one made for no host, is
+in flight too, it is not given to anyone: it is dropped and counted (:attr:`Relay.dropped`,
+and a log line, INFO for the first of each kind), never sent to another host.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -155,13 +163,15 @@ class Relay:
     def __init__(self, server: str, timeout: float) -> None:
         self._server = server
         self._timeout = timeout
-        self._inflight: dict[int, Host | None] = {}  # None: a call no host can be asked for
+        self._inflight: dict[int, Host | None] = {}  # None: a request made for no host
         self._ids = itertools.count()
+        self.dropped: Counter[str] = Counter()
+        """Messages and questions of the server that no host was given, by kind."""
 
     @contextmanager
     def call(self) -> Iterator[None]:
-        """Hold a call made in this block as in flight for the host :func:`calling_for` set
-        (or for none)."""
+        """Hold a request made in this block (a call, a subscription, ...) as in flight for
+        the host :func:`calling_for` set (or for none)."""
         ticket = next(self._ids)
         self._inflight[ticket] = _CALLER.get()
         try:
@@ -171,19 +181,34 @@ class Relay:
 
     def _host(self, what: str, asking: bool = True) -> Host | types.ErrorData:
         """The one host the server's question (``asking``) or notification can be for, or
-        why there is none: a 2026-07-28 host can be told things on its call's stream, but
-        not asked."""
+        why there is none (the message is then dropped and counted in :attr:`dropped`): it
+        belongs to a host's request only while every request in flight on this session is
+        that host's; a request made for no host, or another host's, leaves it unknown. A
+        2026-07-28 host can be told things on its call's stream, but not asked."""
         hosts = {None if host is None else host.key: host for host in self._inflight.values()}
         if not hosts:
-            return _refused(f"{what}: no call to {self._server!r} is in flight")
+            return self._dropped(what, f"no call to {self._server!r} is in flight")
         if len(hosts) > 1:
-            return _refused(f"{what}: calls of several hosts are in flight; cannot tell whom")
+            return self._dropped(what, "calls of several hosts are in flight; cannot tell whom")
         host = next(iter(hosts.values()))
         if host is None:
-            return _refused(f"{what}: no host can be asked during this call to {self._server!r}")
+            return self._dropped(what, f"no host can be asked during this call to {self._server!r}")
         if asking and host.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return _refused(f"{what}: the host's connection has no channel for requests")
         return host
+
+    def _dropped(self, what: str, why: str) -> types.ErrorData:
+        """Count a message or question no host is given, and say why."""
+        self.dropped[what] += 1
+        log.log(
+            logging.INFO if self.dropped[what] == 1 else logging.DEBUG,
+            "downstream %r: %s not relayed to any host (%s); %d dropped so far",
+            self._server,
+            what,
+            why,
+            self.dropped[what],
+        )
+        return _refused(f"{what}: {why}")
 
     async def _ask(
         self, host: Host, request: types.ServerRequest, result: type[_Answer]

@@ -6,25 +6,29 @@ on the connection's stateful session, for however many hosts want it, and unsubs
 when the last one leaves. A server forgets its subscriptions with its connection, so they
 are made again on the next one. A downstream's ``notifications/resources/updated`` goes to
 each host that subscribed to that resource, naming it by the URI the host used.
+
+A host connection holds a bounded number of subscriptions, and every one it holds is
+released (downstream too, with the last host that wanted it) when its connection closes.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from typing import Protocol
 
 import anyio
 import mcp_types as types
 from mcp import ClientSession
 
-from ..transport.sdk_compat import connection_key
+from ..transport.sdk_compat import connection_key, connection_of
 from .connection import Connection
 from .errors import GatewayError
 from .secrets import Redactor
 from .server_state import ServerTable
 
-__all__ = ["HostSession", "Subscriptions", "TargetFn"]
+__all__ = ["MAX_SUBSCRIPTIONS_PER_HOST", "HostSession", "Subscriptions", "TargetFn"]
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +36,9 @@ Target = tuple[str, str]  # (server, original uri)
 TargetFn = Callable[[str], Awaitable[Target]]
 """The server and original URI of an exposed resource URI (``UnknownToolError`` if none)."""
 _SEND_TIMEOUT = 5.0
+MAX_SUBSCRIPTIONS_PER_HOST = 1024
+"""Resource subscriptions one host connection may hold, unless configured otherwise
+(``[gateway] max_subscriptions_per_host``)."""
 
 
 class HostSession(Protocol):
@@ -46,13 +53,23 @@ class _Hosts:
     def __init__(self) -> None:
         self._hosts: dict[str, dict[int, HostSession]] = {}
         self._targets: dict[str, Target] = {}
+        self._uris: dict[int, set[str]] = {}  # host connection -> the URIs it subscribed to
+
+    def has(self, uri: str, host: HostSession) -> bool:
+        return connection_key(host) in self._hosts.get(uri, {})
+
+    def held(self, host: HostSession) -> list[str]:
+        """The URIs ``host`` is subscribed to."""
+        return sorted(self._uris.get(connection_key(host), ()))
 
     def add(self, uri: str, target: Target, host: HostSession) -> bool:
         """Remember that ``host`` wants updates of ``uri``; True if no host wanted them
         before (the broker then subscribes on the resource's server)."""
         hosts = self._hosts.setdefault(uri, {})
         first = not hosts
-        hosts[connection_key(host)] = host
+        key = connection_key(host)
+        hosts[key] = host
+        self._uris.setdefault(key, set()).add(uri)
         self._targets[uri] = target
         return first
 
@@ -60,12 +77,21 @@ class _Hosts:
         """Forget ``host``'s subscription to ``uri``; the downstream resource when no host
         wants its updates any more (the broker then unsubscribes there), else None."""
         hosts = self._hosts.get(uri)
-        if hosts is None or hosts.pop(connection_key(host), None) is None:
+        key = connection_key(host)
+        if hosts is None or hosts.pop(key, None) is None:
             return None
+        self._drop_uri(key, uri)
         if hosts:
             return None
         del self._hosts[uri]
         return self._targets.pop(uri)
+
+    def _drop_uri(self, key: int, uri: str) -> None:
+        uris = self._uris.get(key)
+        if uris is not None:
+            uris.discard(uri)
+            if not uris:
+                del self._uris[key]
 
     def targets(self, server: str) -> list[Target]:
         """The resources of ``server`` some host is subscribed to, by their own URIs."""
@@ -92,6 +118,7 @@ class _Hosts:
     def _forget(self, uri: str, key: int) -> None:
         hosts = self._hosts.get(uri, {})
         hosts.pop(key, None)
+        self._drop_uri(key, uri)
         if not hosts:
             self._hosts.pop(uri, None)
             self._targets.pop(uri, None)
@@ -108,6 +135,7 @@ class Subscriptions:
         self._target = target
         self._hosts = _Hosts()
         self._subscribed_on: dict[str, Connection] = {}  # server -> where its subscriptions are
+        self._watched: set[int] = set()  # host connections whose leaving releases theirs
 
     def subscribable(self) -> bool:
         """Whether hosts may subscribe to downstream resources: some server declared
@@ -121,17 +149,45 @@ class Subscriptions:
                 return True
         return False
 
-    async def subscribe(self, uri: str, host: HostSession) -> None:
+    async def subscribe(
+        self, uri: str, host: HostSession, *, limit: int = MAX_SUBSCRIPTIONS_PER_HOST
+    ) -> None:
         """Send ``host`` the updates of the resource exposed as ``uri``: subscribed on its
         server (once for all hosts, on the connection's stateful session), which must have
-        declared ``resources.subscribe``."""
+        declared ``resources.subscribe``. A host holds at most ``limit`` subscriptions (a
+        ``GatewayError`` says so before anything is asked of a server); all it holds are
+        released when its connection closes (see :meth:`release`)."""
+        held = self._hosts.held(host)
+        if len(held) >= limit and not self._hosts.has(uri, host):
+            raise GatewayError(
+                f"resource {uri[:200]!r}: this connection already holds {len(held)} resource "
+                f"subscriptions, the most one host may ([gateway] max_subscriptions_per_host "
+                f"= {limit}); unsubscribe from some first"
+            )
         server_name, original = await self._target(uri)
         server = self._servers.get(server_name)
         conn = server.live(original)
         try:
-            session = await conn.stateful_session()
+            async with conn.stateful() as session:
+                self._check_offered(session, uri, server_name)
+                if not self._hosts.add(uri, (server_name, original), host):
+                    self._watch(host)
+                    return
+                request = types.SubscribeRequest(params=types.SubscribeRequestParams(uri=original))
+                try:
+                    await session.send_request(request, types.EmptyResult)
+                except BaseException:
+                    self._hosts.remove(uri, host)
+                    raise
+        except GatewayError:
+            raise
         except Exception as exc:
             raise server.call_failed(conn, f"resource {original!r}", exc, tool=None) from None
+        self._subscribed_on[server_name] = conn
+        self._watch(host)
+
+    @staticmethod
+    def _check_offered(session: ClientSession, uri: str, server_name: str) -> None:
         caps = (session.server_capabilities or types.ServerCapabilities()).resources
         if caps is None or not caps.subscribe:
             raise GatewayError(
@@ -140,15 +196,31 @@ class Subscriptions:
                 "whether it changed",
                 server=server_name,
             )
-        if not self._hosts.add(uri, (server_name, original), host):
+
+    def _watch(self, host: HostSession) -> None:
+        """Release ``host``'s subscriptions when its connection closes: on the SDK
+        connection's own teardown (a host that has none, such as a listen stream, releases
+        its own)."""
+        key = connection_key(host)
+        teardown = getattr(connection_of(host), "exit_stack", None)
+        if key in self._watched or not isinstance(teardown, AsyncExitStack):
             return
-        request = types.SubscribeRequest(params=types.SubscribeRequestParams(uri=original))
-        try:
-            await session.send_request(request, types.EmptyResult)
-        except Exception as exc:
-            self._hosts.remove(uri, host)
-            raise server.call_failed(conn, f"resource {original!r}", exc, tool=None) from None
-        self._subscribed_on[server_name] = conn
+        self._watched.add(key)
+        teardown.push_async_callback(self._left, host, key)
+
+    async def _left(self, host: HostSession, key: int) -> None:
+        self._watched.discard(key)
+        released = await self.release(host)
+        if released:
+            log.debug("a host connection closed; released its %d subscriptions", released)
+
+    async def release(self, host: HostSession) -> int:
+        """Unsubscribe ``host`` from everything it is subscribed to (the broker's own
+        subscriptions on servers go with the last host that wanted them); how many."""
+        held = self._hosts.held(host)
+        for uri in held:
+            await self.unsubscribe(uri, host)
+        return len(held)
 
     async def unsubscribe(self, uri: str, host: HostSession) -> None:
         """Stop sending ``host`` the updates of ``uri``; the last host to leave a resource
@@ -160,8 +232,8 @@ class Subscriptions:
         request = types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=target[1]))
         try:
             with anyio.fail_after(server.config.timeout):
-                session = await server.connection.stateful_session()
-                await session.send_request(request, types.EmptyResult)
+                async with server.connection.stateful() as session:
+                    await session.send_request(request, types.EmptyResult)
         except Exception as exc:
             log.info(
                 "%s",
@@ -180,12 +252,13 @@ class Subscriptions:
         timeout = server.config.timeout if server is not None else 10.0
         try:
             with anyio.fail_after(timeout):
-                session = await _when_ready(conn)
-                for _, original in self._hosts.targets(server_name):
-                    params = types.SubscribeRequestParams(uri=original)
-                    await session.send_request(
-                        types.SubscribeRequest(params=params), types.EmptyResult
-                    )
+                await _when_ready(conn)
+                async with conn.stateful() as session:
+                    for _, original in self._hosts.targets(server_name):
+                        params = types.SubscribeRequestParams(uri=original)
+                        await session.send_request(
+                            types.SubscribeRequest(params=params), types.EmptyResult
+                        )
         except Exception as exc:
             message = f"downstream {server_name!r}: subscribing again failed: {exc!r}"
             log.warning("%s", self._redactor.redact(message))

@@ -19,6 +19,7 @@ from mcp.shared.subscriptions import ResourceUpdated, ServerEvent
 from contextcore.profiles import Profile
 
 from ..gateway.errors import GatewayError
+from ..gateway.relay import Host, calling_for
 from ..gateway.surface import GatewaySurface
 from ..ui.app import APP_URI
 from .prompts import CONTEXT_PROMPT
@@ -110,7 +111,8 @@ async def downstream_call(awaitable: Awaitable[T]) -> T:
 
 def subscription_handlers(surface: GatewaySurface, profile: Profile | None) -> dict[str, Any]:
     """``resources/subscribe`` and ``unsubscribe`` for downstream resources, remembered per
-    host connection (the broker's own resources send no updates)."""
+    host connection (the broker's own resources send no updates): at most
+    ``[gateway] max_subscriptions_per_host`` per connection, all released when it closes."""
 
     async def on_subscribe(
         ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
@@ -123,7 +125,11 @@ def subscription_handlers(surface: GatewaySurface, profile: Profile | None) -> d
                 "servers' resources",
             )
         await check_shown(uri, profile, surface)
-        await downstream_call(surface.gateway.resources.subscriptions.subscribe(uri, ctx.session))
+        subscriptions = surface.gateway.resources.subscriptions
+        limit = surface.gateway.settings.max_subscriptions_per_host
+        rid = ctx.request_id  # what the server says while subscribing is this host's
+        with calling_for(None if rid is None else Host(ctx.session, rid, params.meta)):
+            await downstream_call(subscriptions.subscribe(uri, ctx.session, limit=limit))
         return types.EmptyResult()
 
     async def on_unsubscribe(

@@ -1,0 +1,132 @@
+"""Security, round three (issue 34, findings 1 and 7), through a real ``context-broker serve``
+in front of a hostile downstream of our own (``fixtures/round_three_server.py``): one server
+cannot speak for another, and what a downstream says about one host's request reaches no
+other host."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.support.broker_procs import fixture_table, gateway_config, running_broker
+from tests.support.stdio_host import StdioHost, stdio_broker
+
+FIXTURE = Path(__file__).parent / "fixtures" / "round_three_server.py"
+
+
+def _config(folder: Path) -> Path:
+    return gateway_config(folder, fixture_table(FIXTURE, "round", prefix=""))
+
+
+async def _listed(host: StdioHost, tool: str) -> None:
+    with anyio.fail_after(30):
+        while True:
+            answer = await host.request("tools/list")
+            if tool in {t["name"] for t in answer["result"]["tools"]}:
+                return
+            await anyio.sleep(0.2)
+
+
+def _text(answer: dict[str, Any]) -> str:
+    assert "result" in answer, answer
+    return str(answer["result"]["content"][0]["text"])
+
+
+async def test_a_downstream_cannot_answer_another_call_of_the_host_on_the_stdio_fast_path(
+    tmp_path: Path,
+) -> None:
+    async with stdio_broker(_config(tmp_path), log=tmp_path / "broker.log") as host:
+        await _listed(host, "forge")
+        waiting, forging = host.fresh_id(), host.fresh_id()
+        await host.call(waiting, "wait", {})  # plain calls: both take the fast path
+        await host.call(forging, "forge", {"target": waiting})
+        assert _text(await host.answer(forging)) == "forged"
+        assert _text(await host.answer(waiting)) == "real answer"
+        await host.assert_alive()
+    wire = b"\n".join(host.lines)
+    assert b"forged answer" not in wire and b"smuggled note" not in wire
+    # What was sound stays: the server's well-formed log message reached the host, as a
+    # notification and nothing more.
+    notes = [json.loads(line) for line in host.lines if b"notifications/message" in line]
+    assert notes == [
+        {
+            "jsonrpc": "2.0",
+            "method": "notifications/message",
+            "params": {"level": "info", "data": "a real note"},
+        }
+    ]
+
+
+class _Host:
+    """An HTTP host that keeps the log messages it is sent."""
+
+    def __init__(self) -> None:
+        self.logs: list[Any] = []
+        self.session: ClientSession
+
+    async def log(self, params: types.LoggingMessageNotificationParams) -> None:
+        self.logs.append(params.data)
+
+
+@asynccontextmanager
+async def _http_host(url: str) -> AsyncIterator[_Host]:
+    host = _Host()
+    async with (
+        streamable_http_client(f"{url}/mcp") as (read, write),
+        ClientSession(read, write, logging_callback=host.log) as session,
+    ):
+        await session.initialize()
+        host.session = session
+        yield host
+
+
+async def _until(check: Any, within: float = 30) -> None:
+    with anyio.fail_after(within):
+        while not await check():
+            await anyio.sleep(0.1)
+
+
+async def test_a_downstream_log_about_one_hosts_request_never_reaches_another_host(
+    tmp_path: Path,
+) -> None:
+    async with (
+        running_broker(_config(tmp_path), "http") as (url, _),
+        _http_host(url) as asker,
+        _http_host(url) as bystander,
+    ):
+
+        async def listed() -> bool:
+            return "hold" in {t.name for t in (await bystander.session.list_tools()).tools}
+
+        await _until(listed)
+        held: list[types.CallToolResult] = []
+
+        async def hold() -> None:
+            with anyio.fail_after(30):
+                held.append(await bystander.session.call_tool("hold", {}))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(hold)
+
+            async def holding() -> bool:
+                return "holding" in bystander.logs
+
+            await _until(holding)  # the bystander's call is in flight downstream
+            request = types.SubscribeRequest(
+                params=types.SubscribeRequestParams(uri="test://item/41")
+            )
+            with anyio.fail_after(20):  # the downstream logs about it while answering
+                await asker.session.send_request(request, types.EmptyResult)
+        block = held[0].content[0]
+        assert isinstance(block, types.TextContent) and block.text == "held"
+        about = "about the subscriber's resource test://item/41"
+        assert about not in bystander.logs, bystander.logs
+        assert bystander.logs == ["holding"]
