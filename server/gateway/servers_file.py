@@ -157,7 +157,10 @@ def _entry(name: str, raw: Mapping[str, Any], source: str) -> tuple[DownstreamCo
                 f"{where}: unknown key {key!r} (ignored); the broker reads {_KEYS_HINT}, and "
                 f"any server setting in a [servers.{name}] table"
             )
-    return _validated(data, where, name), warnings
+    config = _validated(data, where, name)
+    if not config.has_target:
+        raise ServersFileError(f"{where}: set 'command' (stdio) or 'url' (http/sse)", server=name)
+    return config, warnings
 
 
 def parse_servers(data: Any, *, source: str = "servers file") -> dict[str, DownstreamConfig]:

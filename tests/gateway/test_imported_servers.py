@@ -15,7 +15,7 @@ from mcp import Client
 
 from contextcore.errors import ConfigError
 from server.embedding import resolve_model_dir
-from server.gateway import ServersFileError, resolve_servers
+from server.gateway import ServersFileError, parse_servers, resolve_servers
 from server.gateway.server_state import ServerChanges, diff_servers
 from server.runtime import build_runtime
 from server.settings import AppConfig, load_config, parse_config
@@ -194,6 +194,11 @@ def test_a_table_without_command_or_url_needs_a_servers_file_to_add_to(tmp_path:
     with pytest.raises(ServersFileError, match=r"\[servers\.clock\] has neither") as info:
         resolve_servers(config, environ={})
     assert "\n" not in str(info.value)
+
+
+def test_an_entry_without_command_or_url_is_refused_naming_it() -> None:
+    with pytest.raises(ServersFileError, match=r"server 'bare': set 'command' \(stdio\) or 'url'"):
+        parse_servers({"mcpServers": {"bare": {"include": "agent"}}})
 
 
 def test_settings_that_do_not_fit_the_imported_server_are_refused_naming_it(
