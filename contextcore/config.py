@@ -36,6 +36,7 @@ __all__ = [
     "SearchConfig",
     "SourcesConfig",
     "SummarizerConfig",
+    "ToolSurface",
     "load_config",
     "parse_config",
 ]
@@ -173,6 +174,11 @@ class LimitsConfig(ConfigModel):
     max_result_bytes: int = Field(512 * 1024, ge=16 * 1024)
 
 
+ToolSurface = Literal["model", "all"] | tuple[str, ...]
+"""Which of the broker's own tools a host's ``tools/list`` shows: ``"model"`` (what a model
+needs to work), ``"all"``, or the names of the tools to list."""
+
+
 class ProfileConfig(ConfigModel):
     """One ``[profiles.NAME]`` table: what a host that selects it sees. A list left out
     means all of that kind; ``tools`` narrows the servers' tools further (``server/tool`` or
@@ -186,6 +192,8 @@ class ProfileConfig(ConfigModel):
     references: tuple[str, ...] | None = None
     preset: PresetName | None = None
     token_env: tuple[str, ...] = ()
+    broker_tools: ToolSurface | None = None
+    """The broker's own tools its hosts see listed (default: ``[server] tools``)."""
 
     @field_validator("token_env", mode="before")
     @classmethod

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from .items import ContextItem, ItemRef, ItemType, Tool
+from .reach import candidate_line
 from .render import sort_items, summary_line
 from .sessions import RequestContext, RequestItem
 
@@ -175,12 +176,33 @@ def listed_entry(row: RequestItem, directory: ToolDirectory, intents: Sequence[s
     return f"`{directory.exposed_name(row.ref)}` ({how_included(row, intents)})"
 
 
+REACH_TITLE = "## More tools within reach"
+REACH_INTRO = (
+    "Named one line each, not described above: get_context_items(keys=[name]) gives a "
+    "tool's input schema; then call it as the tools above."
+)
+
+
+def reach_section(
+    context: RequestContext, lookup: Lookup, directory: ToolDirectory, line_chars: int
+) -> list[str]:
+    """The request context's further candidates as lines (none: an empty list)."""
+    if not context.candidates:
+        return []
+    lines = [
+        candidate_line(item_heading(row.ref, item, directory), item, line_chars)
+        for row in context.candidates
+        for item in (lookup(row.ref),)
+    ]
+    return [REACH_TITLE, REACH_INTRO, *lines]
+
+
 def _header(context: RequestContext) -> list[str]:
     preset = context.preset
     lines = [
         "# Context for this request",
-        f"Request {context.request_id} · {summary_line(context.items)}"
-        + (f" · preset {preset}" if preset else ""),
+        f"Request {context.request_id} in session {context.session_id} · "
+        f"{summary_line(context.items)}" + (f" · preset {preset}" if preset else ""),
     ]
     if context.intents:
         steps = "; ".join(f"{n}. {step}" for n, step in enumerate(context.intents, 1))
@@ -213,13 +235,16 @@ def render_context(
     *,
     max_tokens: int,
     detail: Detail = "full",
+    line_chars: int = 90,
 ) -> RenderedContext:
     """The request context as model-readable text of at most ``max_tokens`` (estimated).
 
     Rules and references by priority then name, tools by server then name. With ``detail``
     ``"names"`` only each item's heading and mode is given. Tools the host already lists are
     named, not repeated. Items that do not fit are named under "Not included" with how to
-    fetch them; the header, warnings and that list always fit, whatever the budget.
+    fetch them; the header, warnings and that list always fit, whatever the budget. The
+    further candidates follow the tools, one line each (``line_chars`` of a description);
+    over the budget, they go first, from the last.
     """
     ordered = sort_items(context.items, lookup)
     fixed = _header(context)
@@ -245,14 +270,33 @@ def render_context(
         else:
             kept.append((row, block, cost))
             budget -= cost
+    reach = reach_section(context, lookup, directory, line_chars)
     while True:
         text = _assemble(fixed, kept, listed, omitted, warnings, max_tokens, context.intents)
-        if estimate_tokens(text) <= max_tokens or not any(cost for _, _, cost in kept):
+        if reach:
+            text = _with_reach(text, reach)
+        if estimate_tokens(text) <= max_tokens:
+            break
+        if reach:  # candidate lines go first, the last first, then the whole section
+            reach = reach[:-1] if len(reach) > 3 else []
+            continue
+        if not any(cost for _, _, cost in kept):
             break
         row, _, cost = next(entry for entry in reversed(kept) if entry[2])
         kept = [entry for entry in kept if entry[0] is not row]
         omitted.append((row, cost))
     return RenderedContext(text, estimate_tokens(text), tuple(row for row, _ in omitted))
+
+
+def _with_reach(text: str, reach: Sequence[str]) -> str:
+    """``text`` with the candidate lines after its tools (before "Not included" and
+    warnings)."""
+    block = "\n".join(reach)
+    for tail in ("\n\n## Not included", "\n\n## Warnings"):
+        at = text.find(tail)
+        if at >= 0:
+            return text[:at] + "\n\n" + block + text[at:]
+    return text + "\n\n" + block
 
 
 def _assemble(

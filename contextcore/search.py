@@ -15,7 +15,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -31,6 +31,7 @@ from .learning import UsageLearner
 from .presets import PresetName
 from .query_adapter import QueryAdapter
 from .query_plan import QueryPlan, check_intents
+from .reach import Candidate, ReachSettings, reach_pools
 
 __all__ = ["MinScore", "SearchEngine", "SearchHit", "SearchMode", "SearchResult", "SearchSettings"]
 
@@ -67,6 +68,9 @@ class SearchSettings:
     together (times how much the message depends on it; 0 turns it off)."""
     conversation_turns: int = 2
     """How many earlier turns (or a host's own user messages) a request reads."""
+    reach: ReachSettings = field(default_factory=ReachSettings)
+    """How many further tools a request context names one line each (see
+    :mod:`contextcore.reach`)."""
     explicit: frozenset[str] = frozenset()
     """The names of the settings above that the config set itself (they override its preset)."""
 
@@ -116,6 +120,8 @@ class SearchResult:
     hits: tuple[SearchHit, ...]
     mode: SearchMode
     warnings: tuple[str, ...] = ()
+    reach: tuple[Candidate, ...] = ()
+    """Further tools within reach, best source first (asked for with ``reach=True``)."""
 
 
 class SearchEngine:
@@ -228,12 +234,14 @@ class SearchEngine:
         context: Sequence[str] = (),
         context_weight: float = 0.0,
         carried: Collection[ItemRef] = (),
+        reach: bool = False,
     ) -> SearchResult:
         """:meth:`search` for a caller that has checked ``query`` (a non-empty text) and
         ``intents`` (see :func:`check_intents`) and built ``settings`` itself; a query over
         ``max_query_chars`` is still cut, with a warning. ``context`` holds the earlier
         messages a follow-up depends on and ``carried`` the items its earlier turns chose or
-        called, counting ``context_weight`` (see :class:`QueryPlan`)."""
+        called, counting ``context_weight`` (see :class:`QueryPlan`). ``reach``: also the
+        further tools within reach of the hits (``SearchResult.reach``)."""
         query, warnings = _clipped(query, settings.max_query_chars)
         earlier = [m[: settings.max_query_chars] for m in context if m.strip()]
         plan = QueryPlan.of(
@@ -255,6 +263,7 @@ class SearchEngine:
                 apply_include_score,
                 query_vector,
                 min_score,
+                reach,
             )
 
     def _search(
@@ -268,6 +277,7 @@ class SearchEngine:
         apply_include_score: bool,
         query_vector: Vectors | None,
         min_score: MinScore | None,
+        reach: bool = False,
     ) -> SearchResult:
         self._sync()
         requested = s.mode
@@ -281,10 +291,12 @@ class SearchEngine:
         if not layout.refs:
             return SearchResult((), s.mode, tuple(warnings))
         mask = _item_mask(layout, wanted, modes, exclude)
-        hits = self._rank(layout, plan, s, mask, apply_include_score, query_vector, min_score)
+        hits, pools = self._rank(
+            layout, plan, s, mask, apply_include_score, query_vector, min_score, reach
+        )
         if requested != s.mode:
             log.warning("search fell back to %s mode: %s", s.mode, why)
-        return SearchResult(tuple(hits), s.mode, tuple(warnings))
+        return SearchResult(tuple(hits), s.mode, tuple(warnings), tuple(pools))
 
     def embed_queries(self, queries: list[str]) -> Vectors | None:
         """Embed many queries in one batch (None when no model is available)."""
@@ -318,7 +330,8 @@ class SearchEngine:
         apply_include_score: bool,
         query_vector: Vectors | None,
         min_score: MinScore | None,
-    ) -> list[SearchHit]:
+        reach: bool = False,
+    ) -> tuple[list[SearchHit], list[Candidate]]:
         view, order, raw = self._views(layout, plan, s, mask, query_vector)
         pool = None
         lifted: npt.NDArray[np.bool_] | None = None
@@ -337,7 +350,13 @@ class SearchEngine:
         if min_score is not None:
             hits = [h for h in hits if h.clears(_floor(min_score, h.ref.type))]
             hits += _uncovered_steps(layout, view, hits, min_score)
-        return sorted(hits, key=lambda h: -h.order)
+        hits.sort(key=lambda h: -h.order)
+        if not reach:
+            return hits, []
+        first = view.first_intent
+        steps = view.columns[:, first : first + view.steps] if view.steps else None
+        refs = [h.ref for h in hits]
+        return hits, reach_pools(layout, order.fused, view.fused, steps, refs, s.reach)
 
     def _views(
         self,

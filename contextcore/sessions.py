@@ -76,7 +76,8 @@ class RequestItem:
     via: str | None = None
     """How it came in other than by the message itself: ``search`` (a later
     ``search_context_items`` naming the request) or ``conversation`` (the session's earlier
-    turns lifted it); None when the message chose it."""
+    turns lifted it); None when the message chose it. A candidate (named one line each, see
+    :mod:`contextcore.reach`) says why it is within reach: ``server``, ``rank`` or ``step``."""
     turn: str | None = None
     """With ``via="conversation"``: the earlier request it carried over from (the latest
     earlier turn when it was not chosen before; None for a host's own history)."""
@@ -128,6 +129,8 @@ class RequestContext:
     """The earlier requests whose messages brought items in (``via="conversation"``)."""
     profile: str | None = None
     """The profile of the session it was built for (None: no profile)."""
+    candidates: tuple[RequestItem, ...] = ()
+    """Further tools named one line each (the text's "within reach" list), not in ``items``."""
 
     def with_items(self, found: tuple[RequestItem, ...]) -> RequestContext:
         """This request context with ``found`` added, except items it already holds."""
@@ -155,6 +158,7 @@ class RequestContext:
             **({"intents": list(self.intents)} if self.intents else {}),
             **({"context_turns": list(self.context_turns)} if self.context_turns else {}),
             **({"profile": self.profile} if self.profile is not None else {}),
+            **({"candidates": [i.to_dict() for i in self.candidates]} if self.candidates else {}),
         }
 
     @classmethod
@@ -172,6 +176,7 @@ class RequestContext:
             intents=tuple(row.get("intents", ())),
             context_turns=tuple(row.get("context_turns", ())),
             profile=row.get("profile"),
+            candidates=tuple(RequestItem.from_dict(i) for i in row.get("candidates", ())),
         )
 
 

@@ -12,6 +12,7 @@ from typing import Any, Literal
 import anyio
 from mcp.server import Server
 
+from contextcore.config import ToolSurface
 from contextcore.errors import ConfigError, ContextCoreError
 
 from .broker import AppParts
@@ -53,11 +54,17 @@ def serve(
     log_level_given: bool = False,
     insecure: bool = False,
     profile: str | None = None,
+    tools: ToolSurface | None = None,
 ) -> int:
     """Run the server until the client disconnects (stdio) or a signal stops it (HTTP);
     ``insecure`` allows a non-loopback bind without a bearer token. Over stdio, ``profile``
-    limits the host to that profile (``ConfigError`` if the config has none such)."""
+    limits the host to that profile (``ConfigError`` if the config has none such).
+    ``tools`` replaces the config's ``[server] tools``."""
     config = load_config(config_path)
+    if tools is not None:  # serve --tools
+        config = config.model_copy(
+            update={"server": config.server.model_copy(update={"tools": tools})}
+        )
     if not log_level_given:
         logging.getLogger().setLevel(config.server.log_level)
     if not fast_path_enabled(config.server.fast_path):

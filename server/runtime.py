@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from starlette.routing import BaseRoute
 
 from contextcore import factory
 from contextcore.catalog import Catalog
+from contextcore.config import ToolSurface
 from contextcore.errors import ConfigError
 from contextcore.profiles import unknown_servers
 from contextcore.services.history import HistoryService
@@ -121,8 +122,8 @@ def build_runtime(config: AppConfig, config_path: Path) -> Runtime:
         models=config.models,
         observer=observer,
     )
-    server = serving()
-    profiles = {name: serving(profile=p) for name, p in parts.broker.profiles.items()}
+    server = serving(tools=config.server.tools)
+    profiles = _profile_servers(config, parts, serving)
     fast = fast_path_enabled(config.server.fast_path)
     direct = DirectCalls(surface) if fast else None
     routes = http_routes(parts, observer, gateway)
@@ -139,6 +140,20 @@ def build_runtime(config: AppConfig, config_path: Path) -> Runtime:
         routes,
         profiles,
     )
+
+
+def _profile_servers(
+    config: AppConfig, parts: AppParts, serving: Callable[..., Server[Any]]
+) -> dict[str, Server[Any]]:
+    """One MCP server per profile, each listing the broker tools the profile chooses (its
+    ``broker_tools``, else ``[server] tools``)."""
+    out: dict[str, Server[Any]] = {}
+    for name, profile in parts.broker.profiles.items():
+        chosen: ToolSurface | None = config.profiles[name].broker_tools
+        out[name] = serving(
+            profile=profile, tools=config.server.tools if chosen is None else chosen
+        )
+    return out
 
 
 def _has_servers(config: AppConfig) -> bool:

@@ -13,6 +13,7 @@ __all__ = [
     "RequestItemOut",
     "SessionItemOut",
     "item_line",
+    "request_candidates",
     "request_items",
     "session_items",
 ]
@@ -34,8 +35,14 @@ class SessionItemOut(Out):
         return cls(type=ref.type, name=ref.name, server=ref.server, include_mode=item.include_mode)
 
 
-Via = Literal["search", "conversation"]
-_VIA: dict[str, Via] = {"search": "search", "conversation": "conversation"}
+Via = Literal["search", "conversation", "server", "rank", "step"]
+_VIA: dict[str, Via] = {
+    "search": "search",
+    "conversation": "conversation",
+    "server": "server",
+    "rank": "rank",
+    "step": "step",
+}
 
 
 class RequestItemOut(Out):
@@ -71,6 +78,11 @@ def session_items(session: Session) -> list[SessionItemOut]:
 
 def request_items(context: RequestContext) -> list[RequestItemOut]:
     return [RequestItemOut.of(i) for i in context.items]
+
+
+def request_candidates(context: RequestContext) -> list[RequestItemOut]:
+    """The further tools a request context named one line each (``via``: why)."""
+    return [RequestItemOut.of(i) for i in context.candidates]
 
 
 def item_line(

@@ -3,6 +3,7 @@ short text rendering. The server turns these into MCP tools; nothing here import
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Generic, TypeVar
@@ -83,6 +84,17 @@ class ToolContext:
     tools: ToolDirectory = field(default_factory=NoTools)
     built: Callable[[RequestContext], None] = _unheard
     profile: str | None = None
+    host_session: Callable[[], str] | None = None
+    """The session of the host connection making the call (created on first use), for
+    tools called without a ``session_id``; None: a new session per call."""
+
+    def session_for(self, session_id: str | None) -> str:
+        """``session_id``, or the calling host connection's own session when it is None."""
+        if session_id is not None:
+            return session_id
+        if self.host_session is not None:
+            return self.host_session()
+        return self.broker.create_session(profile=self.profile).session_id
 
 
 @dataclass(frozen=True)
@@ -97,9 +109,27 @@ class ToolSpec(Generic[A, R]):
     run: Callable[[ToolContext, A], R]
     text: Callable[[R], str]
     read_only: bool = False
+    brief: tuple[str, ...] | None = None
+    """The arguments a model is shown (None: all): a call may still pass the others."""
 
-    def input_schema(self) -> dict[str, Any]:
-        return self.args.model_json_schema()
+    def input_schema(self, brief: bool = False) -> dict[str, Any]:
+        """The arguments' JSON schema; ``brief``: only the ones a model is shown."""
+        schema = self.args.model_json_schema()
+        if not brief or self.brief is None:
+            return schema
+        properties = schema.get("properties", {})
+        kept = {k: v for k, v in properties.items() if k in self.brief}
+        out = {**schema, "properties": kept}
+        required = [k for k in schema.get("required", ()) if k in kept]
+        out.pop("required", None)
+        if required:
+            out["required"] = required
+        refs = json.dumps(kept)
+        defs = {k: v for k, v in schema.get("$defs", {}).items() if f"#/$defs/{k}" in refs}
+        out.pop("$defs", None)
+        if defs:
+            out["$defs"] = defs
+        return out
 
     def output_schema(self) -> dict[str, Any]:
         return self.result.model_json_schema()

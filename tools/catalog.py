@@ -84,7 +84,8 @@ class GetItemsArgs(Args):
     keys: list[str] = Field(
         min_length=1,
         max_length=_MAX_KEYS,
-        description="Item keys: 'rule:<name>', 'reference:<name>', 'tool:<server>/<tool>'.",
+        description="Tools by the name a text shows (e.g. 'time__get_current_time'), or "
+        "item keys: 'rule:<name>', 'reference:<name>', 'tool:<server>/<tool>'.",
     )
 
 
@@ -184,29 +185,46 @@ def _search_text(out: SearchOut) -> str:
     return out.text
 
 
+def _resolve(ctx: ToolContext, name: str) -> ItemRef | None:
+    """The item ``name`` means: an item key (``tool:<server>/<tool>``), a tool as
+    ``<server>/<tool>``, or the name a text shows to call a tool by
+    (``time__get_current_time``)."""
+    catalog = ctx.broker.catalog
+    try:
+        ref: ItemRef | None = ItemRef.parse(name)
+    except CatalogError:
+        ref = None
+    if ref is not None and ref in catalog:
+        return ref
+    server, slash, tool = name.partition("/")
+    if slash and ItemRef("tool", tool, server) in catalog:
+        return ItemRef("tool", tool, server)
+    for item in catalog.items(["tool"]):
+        if ctx.tools.exposed_name(item.ref) == name:
+            return item.ref
+    return None
+
+
 def _get_items(ctx: ToolContext, args: GetItemsArgs) -> ItemsOut:
     refs: list[ItemRef] = []
     unknown: list[str] = []
     shown = ctx.broker.profile(ctx.profile)  # items outside it do not exist for this host
     for key in dict.fromkeys(args.keys):
-        try:
-            ref = ItemRef.parse(key)
-        except CatalogError:
-            unknown.append(key)
-            continue
-        if ref in ctx.broker.catalog and (shown is None or shown.allows(ref)):
+        ref = _resolve(ctx, key)
+        if ref is not None and (shown is None or shown.allows(ref)):
             refs.append(ref)
         else:
             unknown.append(key)
     if unknown:
         raise CatalogError(
-            "unknown item key(s): "
+            "unknown item(s): "
             + ", ".join(repr(k)[:120] for k in unknown)
-            + "; keys look like 'rule:<name>', 'reference:<name>' or 'tool:<server>/<tool>' "
-            "(search_context_items and list_catalog show them)",
+            + "; name a tool as a request context shows it ('time__get_current_time' or "
+            "'time/get_current_time') or an item by its key ('rule:<name>', "
+            "'reference:<name>', 'tool:<server>/<tool>')",
             field="keys",
         )
-    items = [ctx.broker.catalog.require(ref) for ref in refs]
+    items = [ctx.broker.catalog.require(ref) for ref in dict.fromkeys(refs)]
     blocks = [item_block(i.ref, i, ctx.tools, f"{i.ref.key}, {i.effective_include}") for i in items]
     if any(isinstance(i, Tool) for i in items):
         blocks.append(CALL_HINT)
@@ -271,9 +289,8 @@ SEARCH_CONTEXT_ITEMS = ToolSpec(
 )
 GET_CONTEXT_ITEMS = ToolSpec(
     "get_context_items",
-    "The full definitions of named catalog items: each rule's and reference's text, each "
-    "tool's name to call and input schema. Use it for items a request context or a search "
-    "named without their text.",
+    "Full entries of named tools, rules and references: a tool's name to call and input "
+    "schema, a rule's or reference's text. Use it for items a request context named in one line.",
     GetItemsArgs,
     ItemsOut,
     _get_items,

@@ -24,9 +24,9 @@ __all__ = [
 ]
 
 CALL_TOOL_DESCRIPTION = (
-    "Call any tool of a downstream MCP server behind the broker, by server and original tool "
-    "name (search_context_items and build_request_context tell which tools fit a request). "
-    "The downstream result is returned as is."
+    "Call a tool of a downstream MCP server by `server` and `tool` as build_request_context "
+    'names them ("server S, tool T"), with `arguments` matching its input schema. The '
+    "result is returned as is."
 )
 LIST_SERVERS_DESCRIPTION = (
     "The downstream MCP servers behind the broker: connection state, tool count, last error "

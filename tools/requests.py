@@ -13,7 +13,7 @@ from contextcore.services.broker import ContextBroker
 from contextcore.sessions import RequestContext
 
 from ._damage import SKIPPED_FIELD, skipped, skipped_lines
-from ._models import RequestItemOut, request_items
+from ._models import RequestItemOut, request_candidates, request_items
 from ._spec import Args, Intents, Out, ToolContext, ToolSpec, UserMessage
 
 __all__ = ["BUILD_REQUEST_CONTEXT", "GET_REQUEST_CONTEXT", "LIST_TURNS"]
@@ -22,9 +22,13 @@ _PREVIEW_CHARS = 200
 
 
 class BuildArgs(Args):
-    session_id: str = Field(description="A session id returned by create_session.")
     message: UserMessage = Field(
         description="The user's message; agent items are searched with it."
+    )
+    session_id: str | None = Field(
+        None,
+        description="Optional: the session_id an earlier result named (default: this "
+        "connection's session).",
     )
     intents: Intents = None
     top_k: int | None = Field(None, ge=1, description="Chunk matches considered.")
@@ -71,6 +75,10 @@ class RequestContextOut(Out):
     session_id: str
     timestamp: str
     items: list[RequestItemOut]
+    candidates: list[RequestItemOut] = Field(
+        default_factory=list,
+        description="Further tools the text names one line each (within reach), not in items.",
+    )
     summary: str
     search_mode: str | None
     warnings: list[str]
@@ -122,12 +130,20 @@ def _fields(
 ) -> dict[str, object]:
     broker = ctx.broker
     budget = max_tokens or broker.search.settings.max_context_tokens
-    rendered = render_context(context, broker.lookup, ctx.tools, max_tokens=budget, detail=detail)
+    rendered = render_context(
+        context,
+        broker.lookup,
+        ctx.tools,
+        max_tokens=budget,
+        detail=detail,
+        line_chars=broker.search.settings.reach.line_chars,
+    )
     return {
         "request_id": context.request_id,
         "session_id": context.session_id,
         "timestamp": context.timestamp,
         "items": request_items(context),
+        "candidates": request_candidates(context),
         "summary": summary_line(context.items),
         "search_mode": context.search_mode,
         "warnings": list(context.warnings),
@@ -147,7 +163,7 @@ def _messages(broker: ContextBroker, context: RequestContext) -> list[Message]:
 
 def _build(ctx: ToolContext, args: BuildArgs) -> RequestContextOut:
     context = ctx.broker.build_request_context(
-        args.session_id,
+        ctx.session_for(args.session_id),
         args.message,
         top_k=args.top_k,
         top_n=args.top_n,
@@ -206,16 +222,14 @@ def _turns_text(out: TurnsOut) -> str:
 
 BUILD_REQUEST_CONTEXT = ToolSpec(
     "build_request_context",
-    "Choose the context for one user message and return it to read: the text of every rule "
-    "and reference to follow, and every tool to use with the exact name to call and its input "
-    "schema (within a token budget; what does not fit is named with how to fetch it). "
-    "Call it before answering each user message. For a task of several actions, pass "
-    "`intents`: one short step per action in plain words (no tool names), so each step "
-    "finds its tools. Recorded in the session's turn log.",
+    "Call before answering each user message: returns the rules and references to follow "
+    "and the tools to use (the best with input schemas, more named one line each; "
+    "get_context_items gives any one's schema). For several actions pass `intents`.",
     BuildArgs,
     RequestContextOut,
     _build,
     _text,
+    brief=("message", "intents", "session_id"),
 )
 GET_REQUEST_CONTEXT = ToolSpec(
     "get_request_context",

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..assembly import context_messages
 from ..catalog import Catalog
+from ..context_text import estimate_tokens
 from ..conversation import Recent, dependence, recent_turns
 from ..errors import SearchInputError, SessionError
 from ..items import ContextItem, ItemRef, ItemType, parse_item_type
@@ -17,6 +18,7 @@ from ..memory_store import MemorySessionStore
 from ..presets import PresetName, Selection, parse_preset, resolve
 from ..profiles import Profile, Profiles
 from ..query_plan import check_intents
+from ..reach import Candidate, candidate_line, within_reach
 from ..search import SearchEngine, SearchResult
 from ..sessions import (
     RequestContext,
@@ -302,15 +304,42 @@ class ContextBroker:
         result, warnings = self._search_agent_items(
             message, steps, leave_out, chosen, types, recent
         )
+        candidates: tuple[RequestItem, ...] = ()
         if result is not None:
             items += _found_items(result, steps, recent)
+            candidates = self._within_reach(result, items, steps)
         if self.catalog.pending:
             warnings.append(
                 "downstream servers still connecting, their tools were not searched: "
                 + ", ".join(self.catalog.pending)
             )
         mode = result.mode if result is not None else None
-        return self._record_turn(session, message, items, mode, warnings, chosen, steps)
+        return self._record_turn(session, message, items, mode, warnings, chosen, steps, candidates)
+
+    def _within_reach(
+        self, result: SearchResult, items: Sequence[RequestItem], steps: tuple[str, ...]
+    ) -> tuple[RequestItem, ...]:
+        """The further tools the request context names one line each (see
+        :mod:`contextcore.reach`), within the configured budget."""
+        settings = self.search.settings.reach
+
+        def cost(candidate: Candidate) -> int:
+            ref = candidate.ref
+            heading = f"{ref.server}__{ref.name} (server {ref.server}, tool {ref.name})"
+            line = candidate_line(heading, self.lookup(ref), settings.line_chars)
+            return estimate_tokens(line) + 1
+
+        chosen = within_reach(result.reach, cost, settings, [i.ref for i in items])
+        return tuple(
+            RequestItem(
+                c.ref,
+                "agent",
+                round(c.score, 4),
+                steps[c.step] if c.step is not None and c.step < len(steps) else None,
+                via=c.source,
+            )
+            for c in chosen
+        )
 
     def _record_turn(
         self,
@@ -321,6 +350,7 @@ class ContextBroker:
         warnings: list[str],
         chosen: Selection,
         steps: tuple[str, ...],
+        candidates: tuple[RequestItem, ...] = (),
     ) -> RequestContext:
         """The request context of a turn, with the choice in force, appended to its session's
         turn log."""
@@ -337,6 +367,7 @@ class ContextBroker:
             intents=steps,
             context_turns=_context_turns(items),
             profile=session.profile,
+            candidates=candidates,
         )
         self.store.append_turn(session.session_id, context)
         return context
@@ -422,6 +453,7 @@ class ContextBroker:
                 context=recent.messages,
                 context_weight=chosen.conversation_weight * dependence(message),
                 carried=self._carried(recent),
+                reach=True,
             )
         except SearchInputError:
             raise

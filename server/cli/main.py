@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from contextcore.catalog import Catalog
+from contextcore.config import ToolSurface
 from contextcore.errors import ConfigError, ContextCoreError
 from contextcore.factory import build_search
 from contextcore.loaders import load_catalog_json
@@ -97,6 +98,12 @@ def _serve_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         action="store_true",
         help="serve HTTP on a non-loopback address WITHOUT AUTHENTICATION (no bearer token): "
         "anyone who can reach it can call every downstream tool",
+    )
+    serve.add_argument(
+        "--tools",
+        default=None,
+        help="the broker's own tools hosts see listed: model (default: what a model needs), "
+        "all, or comma-separated names (overrides [server] tools)",
     )
     serve.add_argument(
         "--profile",
@@ -403,6 +410,13 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tool_surface(value: str | None) -> ToolSurface | None:
+    """``serve --tools``: ``model``, ``all`` or comma-separated tool names."""
+    if value is None or value in ("model", "all"):
+        return value  # type: ignore[return-value]
+    return tuple(n.strip() for n in value.split(",") if n.strip())
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     from ..app import serve
 
@@ -415,6 +429,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             log_level_given=args.log_level is not None,
             insecure=args.insecure,
             profile=args.profile,
+            tools=_tool_surface(args.tools),
         )
     except ConfigError as exc:  # found at startup: exit 1, as check does for the same config
         print(f"context-broker: error: {escape_lines(str(exc))}", file=sys.stderr)

@@ -15,16 +15,19 @@ from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
 
 from contextcore.assembly_model import AssemblyModelSpec
-from contextcore.config import HistoryConfig
+from contextcore.config import HistoryConfig, ToolSurface
 from contextcore.context_text import NoTools
+from contextcore.errors import ConfigError
 from contextcore.profiles import Profile
 from contextcore.services.broker import ContextBroker
 from contextcore.services.history import HistoryService
 from contextcore.sessions import RequestContext
+from tools.catalog import GET_CONTEXT_ITEMS
+from tools.requests import BUILD_REQUEST_CONTEXT
 from tools.surface import BROKER_TOOLS, CONTEXT_TOOLS, ToolSpec
 
 from ..gateway.relay import Host, calling_for, set_log_level
-from ..gateway.surface import GatewaySurface
+from ..gateway.surface import CALL_TOOL, LIST_SERVERS, GatewaySurface
 from ..observability import Observer
 from ..summarizers import SummarizerFactory
 from ..ui.app import tool_meta
@@ -53,29 +56,54 @@ log = logging.getLogger(__name__)
 SERVER_NAME = "context-broker"
 TOOLS = (*BROKER_TOOLS, APP_TOOL)
 INSTRUCTIONS = (
-    "Call create_session once per conversation and keep its session_id. Before answering each "
-    "user message, call build_request_context(session_id, message): its text holds the rules "
-    "to follow, the references to use and the tools to call (with their input schemas); call "
-    "those tools by the name shown or through call_tool. list_turns and get_request_context "
-    "show later what was used for any turn and why. To let the broker keep the conversation "
-    "within budget, send each exchange with append_messages and ask get_history for the "
-    "window to send."
+    "Before answering each user message, call build_request_context(message), with `intents` "
+    "(your plan as short steps) for a task of several actions. Its text holds the rules to "
+    "follow, the references to use and the tools to call: the best with their input "
+    "schemas, more named one line each (get_context_items gives any tool's schema). Call a "
+    "tool by the name shown or through call_tool. Pass the session_id a result names to keep "
+    "one conversation's turns together."
 )
+MODEL_TOOLS = (BUILD_REQUEST_CONTEXT.name, GET_CONTEXT_ITEMS.name, CALL_TOOL, APP_TOOL.name)
+"""What ``tools = "model"`` lists: what a model needs to work (and the request-context view's
+app-only tool, which hosts with MCP Apps keep from the model)."""
 
 
-def list_tools(specs: tuple[ToolSpec, ...] = CONTEXT_TOOLS) -> list[types.Tool]:  # type: ignore[type-arg]
-    """The MCP tool definitions of ``specs``."""
+def list_tools(
+    specs: tuple[ToolSpec, ...] = CONTEXT_TOOLS,  # type: ignore[type-arg]
+    *,
+    brief: bool = False,
+) -> list[types.Tool]:
+    """The MCP tool definitions of ``specs``; ``brief``: as a model needs them (the
+    arguments a model uses, no output schemas)."""
     return [
         types.Tool(
             name=s.name,
             description=s.description,
-            input_schema=s.input_schema(),
-            output_schema=s.output_schema(),
+            input_schema=s.input_schema(brief),
+            output_schema=None if brief else s.output_schema(),
             annotations=types.ToolAnnotations(read_only_hint=s.read_only, open_world_hint=False),
             meta=tool_meta(s.name),  # MCP Apps: the request-context view
         )
         for s in specs
     ]
+
+
+def listed_names(surface: ToolSurface) -> frozenset[str] | None:
+    """The broker's own tools (and gateway tools) ``surface`` lists; None: all of them.
+    ``ConfigError`` for a name the broker has no tool of."""
+    if surface == "all":
+        return None
+    if surface == "model":
+        return frozenset(MODEL_TOOLS)
+    known = [*(s.name for s in TOOLS), CALL_TOOL, LIST_SERVERS]
+    unknown = [n for n in surface if n not in known]
+    if unknown:
+        raise ConfigError(
+            f'server.tools: unknown tool(s) {", ".join(map(repr, unknown))}; use "model", '
+            f'"all" or names from: {", ".join(known)}',
+            field="server.tools",
+        )
+    return frozenset(surface)
 
 
 def build_server(
@@ -88,11 +116,14 @@ def build_server(
     models: Mapping[str, AssemblyModelSpec] | None = None,
     observer: Observer | None = None,
     profile: Profile | None = None,
+    tools: ToolSurface = "all",
 ) -> Server[Any]:
     """An MCP server exposing ``broker``'s tools and resources on any transport, its history
     tools, and, with ``surface``, the gateway's tools, resources and prompts (``surface``
     records proxied calls in its own history service: pass the same one as ``history``).
-    With ``profile``, its hosts see only what the profile allows (one server per profile)."""
+    With ``profile``, its hosts see only what the profile allows (one server per profile).
+    ``tools`` is what ``tools/list`` shows of the broker's own tools (see
+    :func:`listed_names`); every one of them answers a call by its name."""
     name = profile.name if profile is not None else None
     history = history or HistoryService(broker, HistoryConfig())
     directory = surface.directory if surface is not None else NoTools()
@@ -117,7 +148,7 @@ def build_server(
         get_tool_input_schema=lambda name: (
             runner.specs[name].input_schema() if name in runner.specs else None
         ),
-        **_tool_handlers(runner, surface, profile),
+        **_tool_handlers(runner, surface, profile, tools),
         **_resource_handlers(ResourceReader(broker, name), surface, profile),
         **_prompt_handlers(prompt, surface, profile),
     )
@@ -158,10 +189,20 @@ def _announcing(
 
 
 def _tool_handlers(
-    runner: ToolRunner, surface: GatewaySurface | None, profile: Profile | None
+    runner: ToolRunner,
+    surface: GatewaySurface | None,
+    profile: Profile | None,
+    surface_setting: ToolSurface,
 ) -> dict[str, Any]:
-    """``tools/list`` and ``tools/call``: the broker's tools, then the gateway's."""
-    tool_list = list_tools(TOOLS)
+    """``tools/list`` and ``tools/call``: the broker's tools, then the gateway's; of the
+    broker's and gateway's own tools, those ``surface_setting`` lists."""
+    shown = listed_names(surface_setting)
+    own = TOOLS if shown is None else tuple(s for s in TOOLS if s.name in shown)
+    tool_list = list_tools(own, brief=surface_setting == "model")
+
+    def listed(tool: types.Tool) -> bool:
+        fixed = tool.name in (CALL_TOOL, LIST_SERVERS)
+        return shown is None or not fixed or tool.name in shown
 
     async def on_list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -169,7 +210,8 @@ def _tool_handlers(
         if surface is None:
             return types.ListToolsResult(tools=tool_list)
         surface.notifier.remember(ctx.session)
-        return types.ListToolsResult(tools=[*tool_list, *await surface.tools(ctx.session, profile)])
+        gateway_tools = [t for t in await surface.tools(ctx.session, profile) if listed(t)]
+        return types.ListToolsResult(tools=[*tool_list, *gateway_tools])
 
     async def on_call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
+from weakref import WeakKeyDictionary
 
 import anyio.to_thread
 from mcp import types
@@ -26,6 +28,7 @@ from tools.surface import ToolSpec
 
 from ..observability import Observer
 from ..summarizers import SummarizerFactory, sampler_for
+from ..transport.sdk_compat import connection_of
 
 __all__ = [
     "ContextListener",
@@ -111,6 +114,24 @@ class ToolRunner:
         self.history = history
         self.summarizers = summarizers
         self.on_context = on_context
+        # Each host connection's own session, for calls that name none (kept on the
+        # connection object itself, weakly: a new connection never inherits one).
+        self._sessions: WeakKeyDictionary[object, str] = WeakKeyDictionary()
+        self._sessions_lock = threading.Lock()
+
+    def host_session(self, ctx: ServerRequestContext[Any] | None) -> str:
+        """The broker session of the host connection ``ctx`` came on, created (under this
+        runner's profile) on its first use or when its session is gone; a new one per call
+        outside a connection."""
+        if ctx is None:
+            return self.broker.create_session(profile=self.profile).session_id
+        key = connection_of(ctx.session)
+        with self._sessions_lock:
+            sid = self._sessions.get(key)
+            if sid is None or self.broker.store.header(sid) is None:
+                sid = self.broker.create_session(profile=self.profile).session_id
+                self._sessions[key] = sid
+            return sid
 
     def _context(
         self, ctx: ServerRequestContext[Any] | None, built: Callable[[RequestContext], None]
@@ -119,7 +140,14 @@ class ToolRunner:
         if self.summarizers is not None:
             chain = self.summarizers.chain(sampler_for(ctx))
         return ToolContext(
-            self.broker, self.history, chain, self.models, self.directory, built, self.profile
+            self.broker,
+            self.history,
+            chain,
+            self.models,
+            self.directory,
+            built,
+            self.profile,
+            host_session=lambda: self.host_session(ctx),
         )
 
     async def call(
