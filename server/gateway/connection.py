@@ -381,7 +381,7 @@ async def open_connection(
         return lane
 
     modern_http = config.kind == "http" and session.discover_result is not None
-    lanes = HandshakeLanes(name, open_lane) if modern_http else None
+    lanes = HandshakeLanes(name, open_lane, wait=config.timeout) if modern_http else None
     return Connection(name, session, closed, stderr, link, relay, lanes)
 
 

@@ -7,8 +7,10 @@ during a call and to send it log messages, and to see the capabilities that host
 On the 2026-07-28 wire a server cannot ask anything mid-call, so a call made for such a host
 goes to the downstream over a handshake-era session of its own: one per set of client
 capabilities and client info hosts declared, opened on first use (up to :data:`LIMIT` per
-server, the least recently used idle one closed beyond that), each with its own
+server, the least recently used idle one closed to make room), each with its own
 :class:`~.relay.Relay`, so what the downstream asks reaches the host whose call is running.
+When every lane is busy, a call that needs a new one waits for one to go idle (bounded) and
+then gets :class:`NoRoom`, a clear error, without any session having been opened for it.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from mcp import ClientSession
 
 from .relay import Relay
 
-__all__ = ["LIMIT", "HandshakeLanes", "Lane", "NoHandshake", "NotServing", "OpenLane"]
+__all__ = ["LIMIT", "HandshakeLanes", "Lane", "NoHandshake", "NoRoom", "NotServing", "OpenLane"]
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +43,11 @@ class NotServing(RuntimeError):
 
 class NoHandshake(RuntimeError):
     """The server opened no handshake-era session (it speaks only the 2026-07-28 wire)."""
+
+
+class NoRoom(RuntimeError):
+    """Every handshake-era session the server may have is busy with other hosts' calls, and
+    none went idle in time."""
 
 
 @dataclass
@@ -71,12 +78,16 @@ class HandshakeLanes:
     """The handshake-era sessions of one downstream connection; :meth:`run` keeps them open
     for the connection's lifetime (the supervisor runs it beside the connection)."""
 
-    def __init__(self, server: str, open_lane: OpenLane, limit: int = LIMIT) -> None:
+    def __init__(
+        self, server: str, open_lane: OpenLane, limit: int = LIMIT, wait: float = 30.0
+    ) -> None:
         self._server = server
         self._open = open_lane
         self._limit = limit
+        self._wait = wait  # seconds a call waits for a lane to go idle when all are busy
         self._lanes: OrderedDict[str, Lane] = OrderedDict()
         self._lock = anyio.Lock()
+        self._idle = anyio.Event()  # set (and replaced) when a lane goes idle or away
         self._tg: anyio.abc.TaskGroup | None = None
         self._unspoken: str | None = None  # why the server opens no handshake-era session
 
@@ -109,20 +120,41 @@ class HandshakeLanes:
             yield lane
         finally:
             lane.busy -= 1
+            if lane.busy == 0:
+                self._went_idle()
+
+    def _went_idle(self) -> None:
+        self._idle.set()
+        self._idle = anyio.Event()
 
     async def _get(
         self, key: str, capabilities: types.ClientCapabilities, info: types.Implementation | None
     ) -> Lane:
+        """The lane of ``key``, opened when there is none, once there is room for it: the
+        least recently used idle lane is closed for it; when every lane is busy, this waits
+        (at most ``wait`` seconds) for one to go idle, else raises :class:`NoRoom`."""
         if self._unspoken is not None:
             raise NoHandshake(self._unspoken)
-        async with self._lock:
-            lane = self._lanes.get(key)
-            if lane is None:
-                lane = await self._open_lane(key, capabilities, info)
-                self._lanes[key] = lane
-                self._make_room()
-            self._lanes.move_to_end(key)
-            return lane
+        deadline = anyio.current_time() + self._wait
+        while True:
+            async with self._lock:
+                lane = self._lanes.get(key)
+                if lane is None and self._make_room():
+                    lane = await self._open_lane(key, capabilities, info)
+                    self._lanes[key] = lane
+                if lane is not None:
+                    self._lanes.move_to_end(key)
+                    return lane
+                idle = self._idle
+            with anyio.move_on_after(deadline - anyio.current_time()) as waiting:
+                await idle.wait()
+            if waiting.cancelled_caught:
+                break
+        raise NoRoom(
+            f"downstream {self._server!r}: all {self._limit} handshake-era sessions are busy "
+            f"with calls of hosts that declared other capabilities, and none went idle within "
+            f"{self._wait:g}s; try again when those calls are done"
+        )
 
     async def _open_lane(
         self, key: str, capabilities: types.ClientCapabilities, info: types.Implementation | None
@@ -152,15 +184,17 @@ class HandshakeLanes:
         lane.pinned = True
         return lane
 
-    def _make_room(self) -> None:
-        """Close the least recently used idle lanes beyond the limit."""
+    def _make_room(self) -> bool:
+        """Whether one more lane may open, closing the least recently used idle lanes to
+        make room for it (never a busy or pinned one)."""
         for key in list(self._lanes):
-            if len(self._lanes) <= self._limit:
-                return
+            if len(self._lanes) < self._limit:
+                return True
             lane = self._lanes[key]
             if lane.busy == 0 and not lane.pinned:
                 del self._lanes[key]
                 lane.scope.cancel()
+        return len(self._lanes) < self._limit
 
     async def _keep(
         self,
@@ -187,3 +221,4 @@ class HandshakeLanes:
         finally:
             if lane is not None and self._lanes.get(key) is lane:
                 del self._lanes[key]
+                self._went_idle()
