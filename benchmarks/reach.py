@@ -1,0 +1,490 @@
+"""Reach: which needed tools a host's model is told of, and what it pays for them.
+
+    .venv/bin/python benchmarks/reach.py [--set all|mcp-bench|mcp-bench-plans|metatool-single|
+        metatool-multi|example] [--split all|dev|holdout] [--limit N] [--json] [--no-cache]
+
+A host's model reads the broker's own ``tools/list`` and the text content of
+``build_request_context`` (ARCHITECTURE.md, "What a host's model reads"). Per query set this
+measures that text as the model reads it:
+
+- named: the share of gold items the text names (:func:`named`: for a tool, one line with
+  ``server S, tool T``, as a full entry's heading or a candidate line has it), averaged over
+  queries; all named: the share of queries with every gold item named;
+- the text's median and p90 length in tokens (characters / 4, ``estimate_tokens``);
+- the broker's own ``tools/list`` (names, descriptions, input schemas as JSON; also with output
+  schemas), taken over MCP (in-memory client) from the server built from a config at its
+  defaults with one empty downstream server, so it is what a host with servers behind the
+  broker is listed;
+- listing every catalog tool directly (name, description, input schema JSON), and the ratio
+  (median text + own listing) / that listing;
+- off-topic messages (:data:`OFF_TOPIC`): mean agent items selected and candidate lines listed.
+
+How the text is obtained: the broker is built from a config by the server's own code
+(``load_config``, ``build_broker``, the catalog loaded from ``[sources] catalog_files``) and
+``build_request_context`` is called through the server's ``ToolRunner`` (what the MCP server
+runs for a ``tools/call``) in a new session per query, default arguments plus the query's
+``intents`` when it has a plan. The tool directory names each tool ``<server>__<tool>`` as the
+gateway does (``assign_names``), i.e. the text a host reads when those servers are connected.
+A catalog file's servers without an ``include`` are ``always`` in the product; here each gets
+``include = "agent"`` (a copy of the catalog in a temporary folder), so tools are selected.
+
+Sets: the shared ones in ../shared/benchmarks (mcp-bench without and with the model's plan,
+MetaTool single (first 500 by default) and multi), and ``example``: config.example.toml plus
+the five reference servers' tools (benchmarks/data/reference_tools.json) as ``agent``, with
+examples/queries.jsonl and examples/eval-queries.jsonl (rule and reference gold too: one is
+named by its ``### NNN name`` heading). ``--split dev|holdout`` keeps the queries whose
+sha256 of the query text is even (dev) or odd (holdout): tune on dev, quote holdout.
+Every text the model embeds is kept in .cache/reach-embeddings.sqlite3 (``--no-cache``: not),
+so a second run costs little; the vectors, hence the texts, are the same either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import math
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import numpy as np
+from _common import ROOT, SHARED
+from mcp import Client, types
+
+from contextcore.context_text import estimate_tokens
+from contextcore.embedding import Embedder, ModelStatus, Vectors
+from contextcore.embedding_cache import (
+    EmbeddingCache,
+    MemoryEmbeddingCache,
+    SqliteEmbeddingCache,
+    text_hash,
+)
+from contextcore.items import ItemRef, Tool
+from contextcore.services.evaluation import EvalQuery, load_queries
+from contextcore.services.history import HistoryService
+from server.broker import build_broker
+from server.embedding import build_embedder
+from server.gateway.naming import assign_names
+from server.runtime import build_runtime
+from server.settings import AppConfig, load_config
+from server.surface.tool_calls import ToolRunner
+from tools.requests import BUILD_REQUEST_CONTEXT
+
+EXAMPLE_CONFIG = ROOT / "config.example.toml"
+CACHE = ROOT / ".cache" / "reach-embeddings.sqlite3"
+REFERENCE_TOOLS = ROOT / "benchmarks" / "data" / "reference_tools.json"
+OFF_TOPIC = (
+    "what's a good name for a cat?",
+    "tell me a joke about penguins",
+    "thanks, that's all",
+    "hello",
+    "what is the meaning of life?",
+    "lorem ipsum dolor sit amet",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class QuerySet:
+    """One query set over one catalog (``catalog``: a key of :data:`CATALOGS`)."""
+
+    catalog: str
+    queries: tuple[Path, ...]
+    default_limit: int | None = None
+
+
+CATALOGS: dict[str, Path | None] = {
+    "mcp-bench": SHARED / "mcp-bench" / "catalog.json",
+    "metatool": SHARED / "metatool" / "catalog.json",
+    "example": None,  # config.example.toml plus the reference servers' tools
+}
+SETS: dict[str, QuerySet] = {
+    "mcp-bench": QuerySet("mcp-bench", (SHARED / "mcp-bench" / "queries.jsonl",)),
+    "mcp-bench-plans": QuerySet("mcp-bench", (SHARED / "mcp-bench" / "queries-plans.jsonl",)),
+    "metatool-single": QuerySet("metatool", (SHARED / "metatool" / "queries-single.jsonl",), 500),
+    "metatool-multi": QuerySet("metatool", (SHARED / "metatool" / "queries-multi.jsonl",)),
+    "example": QuerySet(
+        "example", (ROOT / "examples" / "queries.jsonl", ROOT / "examples" / "eval-queries.jsonl")
+    ),
+}
+
+# -- what the text names -------------------------------------------------------------------
+
+_CANDIDATE_LINE = re.compile(r"^- .*\(server .*, tool .*\):(?: |$)", re.MULTILINE)
+
+
+def named(text: str, key: str) -> bool:
+    """Whether ``text`` names the item ``key`` so that a model can call or use it.
+
+    A tool ``tool:S/T`` counts when one line holds ``server S, tool T`` (followed by ``)``,
+    ``;``, ``,``, ``:`` or the line's end, so ``tool T`` is not a prefix of a longer name): both
+    a full entry's heading ``### <exposed> (server S, tool T) — ...`` (its description and
+    schema follow) and a candidate line ``- <exposed> (server S, tool T): <description>``
+    have it. A line naming the tool without its server does not count, nor does the
+    "Not included" line (``- tool:S/T (...): get_context_items(...)``), which does not say
+    what the tool does. A rule or reference ``rule:N`` counts when a line is its heading
+    ``### NNN N`` (priority, name; its text follows)."""
+    ref = ItemRef.parse(key)
+    if ref.type == "tool":
+        pattern = rf"(?<![\w-])server {re.escape(ref.server or '')}, tool {re.escape(ref.name)}"
+        pattern += r"(?=[);,:]|$)"
+    else:
+        pattern = rf"^### \d{{3}} {re.escape(ref.name)}(?= — |$)"
+    return re.search(pattern, text, re.MULTILINE) is not None
+
+
+def candidate_lines(text: str) -> int:
+    """Lines of the form ``- <exposed> (server S, tool T): <description>``: the one-line
+    candidates of a separate candidates section (0 when the text has none)."""
+    return len(_CANDIDATE_LINE.findall(text))
+
+
+def in_split(query: str, split: str) -> bool:
+    """``dev``: the sha256 of the query text is even; ``holdout``: odd; ``all``: every one."""
+    if split == "all":
+        return True
+    odd = hashlib.sha256(query.encode("utf-8")).digest()[-1] & 1
+    return bool(odd) == (split == "holdout")
+
+
+# -- the broker as the server builds it ------------------------------------------------------
+
+
+class ExposedNames:
+    """The tool directory of a broker whose catalog's servers are connected: each tool called
+    ``<server>__<tool>`` as the gateway names it; none listed by the host (all ``agent``)."""
+
+    def __init__(self, tools: Sequence[Tool]) -> None:
+        self.names = assign_names((t.server, t.name) for t in tools)
+
+    def exposed_name(self, ref: ItemRef) -> str | None:
+        return self.names.get((ref.server or "", ref.name))
+
+    def listed(self, ref: ItemRef) -> bool:
+        return False
+
+
+@dataclasses.dataclass
+class Served:
+    """A broker built from a config, the runner of its tools, and its tools' listing."""
+
+    runner: ToolRunner
+    tools: list[Tool]
+    directory: ExposedNames
+
+    def listing_tokens(self) -> int:
+        """Tokens of listing every catalog tool directly: each tool's JSON, summed."""
+        return sum(
+            estimate_tokens(
+                json.dumps(
+                    {
+                        "name": self.directory.names[(t.server, t.name)],
+                        "description": t.description,
+                        "inputSchema": dict(t.input_schema),
+                    },
+                    ensure_ascii=False,
+                    default=_plain,
+                )
+            )
+            for t in self.tools
+        )
+
+
+def _plain(value: object) -> object:
+    # A catalog may hold a schema as read-only mappings and tuples.
+    if isinstance(value, Mapping):
+        return dict(value)
+    return list(value) if isinstance(value, Sequence) else str(value)
+
+
+def agent_catalog(data: dict[str, Any], folder: Path) -> Path:
+    """``data`` (catalog JSON) written to ``folder`` with ``include = "agent"`` on every
+    server that sets none (a catalog's servers are ``always`` otherwise)."""
+    servers = {
+        name: {"include": "agent", **spec} for name, spec in (data.get("servers") or {}).items()
+    }
+    path = folder / "catalog.json"
+    path.write_text(json.dumps({**data, "servers": servers}), encoding="utf-8")
+    return path
+
+
+def _catalog_tool(saved: dict[str, Any]) -> dict[str, Any]:
+    """A tool of reference_tools.json (``input_schema``) as a catalog has it (``inputSchema``)."""
+    return {
+        "name": saved["name"],
+        "description": saved.get("description", ""),
+        "inputSchema": saved.get("input_schema", {}),
+    }
+
+
+def with_catalog(config: AppConfig, path: Path) -> AppConfig:
+    """``config`` with ``path`` added to ``[sources] catalog_files``."""
+    files = (*config.sources.catalog_files, path)
+    return config.model_copy(
+        update={"sources": config.sources.model_copy(update={"catalog_files": files})}
+    )
+
+
+def catalog_config(name: str, folder: Path) -> AppConfig:
+    """The config of catalog ``name``: a config file naming the catalog (at defaults) for a
+    shared set; config.example.toml plus the reference servers' tools for ``example``."""
+    source = CATALOGS[name]
+    if source is None:
+        listed = json.loads(REFERENCE_TOOLS.read_text(encoding="utf-8"))
+        servers = {
+            server: {"tools": [_catalog_tool(t) for t in tools]} for server, tools in listed.items()
+        }
+        return with_catalog(
+            load_config(EXAMPLE_CONFIG), agent_catalog({"servers": servers}, folder)
+        )
+    return config_of(json.loads(source.read_text(encoding="utf-8")), folder)
+
+
+def config_of(data: dict[str, Any], folder: Path) -> AppConfig:
+    """A config file in ``folder`` whose one source is catalog ``data`` (servers ``agent``),
+    every other key at its default, read by the server's own loader."""
+    path = agent_catalog(data, folder)
+    toml = folder / "broker.toml"
+    toml.write_text(f"[sources]\ncatalog_files = [{json.dumps(str(path))}]\n", encoding="utf-8")
+    return load_config(toml)
+
+
+def serve(config: AppConfig, embedder: Embedder | None) -> Served:
+    """The broker of ``config`` (with ``embedder``), indexed, and the server's tool runner."""
+    parts = build_broker(config, embedder=embedder, use_config_embedder=False)
+    parts.search.index()
+    tools = [i for i in parts.catalog.items() if isinstance(i, Tool)]
+    directory = ExposedNames(tools)
+    history = HistoryService(parts.broker, config.history, limits=config.limits)
+    runner = ToolRunner(
+        parts.broker, (BUILD_REQUEST_CONTEXT,), history=history, directory=directory
+    )
+    return Served(runner, tools, directory)
+
+
+async def request_text(
+    served: Served, message: str, intents: Sequence[str] = ()
+) -> tuple[str, dict[str, Any]]:
+    """``build_request_context`` for ``message`` in a new session: the result's text content
+    (what the model reads) and its structured content."""
+    session = served.runner.broker.create_session().session_id
+    args: dict[str, Any] = {"session_id": session, "message": message}
+    if intents:
+        args["intents"] = list(intents)
+    result = await served.runner.call(BUILD_REQUEST_CONTEXT, args)
+    text = "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
+    if result.is_error:
+        raise SystemExit(f"build_request_context failed for {message[:80]!r}: {text}")
+    return text, dict(result.structured_content or {})
+
+
+class Remembered:
+    """The configured embedder with every text it embeds kept in a SQLite file keyed by
+    (model, text hash), the product's embedding cache: a second run embeds nothing again.
+    The vectors are the model's own, so what is selected and the text are unchanged."""
+
+    def __init__(self, inner: Embedder, path: Path | None) -> None:
+        self.inner = inner
+        self.cache: EmbeddingCache = (
+            SqliteEmbeddingCache(path) if path is not None else MemoryEmbeddingCache()
+        )
+
+    @property
+    def model_name(self) -> str:
+        return self.inner.model_name
+
+    def load(self) -> None:
+        self.inner.load()
+
+    def status(self) -> ModelStatus:
+        return self.inner.status()
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        hashes = [text_hash(t) for t in texts]
+        known = self.cache.get_many(self.model_name, set(hashes))
+        todo = {h: t for h, t in zip(hashes, texts, strict=True) if h not in known}
+        if todo:
+            fresh = dict(zip(todo, self.inner.embed(list(todo.values())), strict=True))
+            self.cache.put_many(self.model_name, fresh)
+            known.update(fresh)
+        if not texts:
+            return self.inner.embed(texts)
+        return np.stack([known[h] for h in hashes]).astype(np.float32)
+
+
+# -- the broker's own tools/list ----------------------------------------------------------
+
+_EMPTY_SERVER = "from mcp.server.mcpserver import MCPServer\nMCPServer('empty').run()\n"
+
+
+async def _listed(config_path: Path) -> list[types.Tool]:
+    runtime = build_runtime(load_config(config_path), config_path)
+    async with runtime.gateway, Client(runtime.server) as client:
+        return list((await client.list_tools()).tools)
+
+
+def own_listing(folder: Path) -> dict[str, int]:
+    """The broker's own ``tools/list`` a host sees from a server built from a config at its
+    defaults with one downstream server (which lists no tool), over the in-memory client:
+    tokens of each tool's name, description and input schema as JSON, summed, and the same
+    with output schemas."""
+    toml = folder / "own.toml"
+    toml.write_text(
+        "[servers.empty]\n"
+        f"command = {json.dumps(sys.executable)}\n"
+        f'args = ["-c", {json.dumps(_EMPTY_SERVER)}]\n',
+        encoding="utf-8",
+    )
+    tools = anyio.run(_listed, toml)
+    plain = with_output = 0
+    for tool in tools:
+        wire = tool.model_dump(by_alias=True, mode="json", exclude_none=True)
+        shown = {k: wire[k] for k in ("name", "description", "inputSchema") if k in wire}
+        plain += estimate_tokens(json.dumps(shown, ensure_ascii=False))
+        if "outputSchema" in wire:
+            shown["outputSchema"] = wire["outputSchema"]
+        with_output += estimate_tokens(json.dumps(shown, ensure_ascii=False))
+    return {"tools": len(tools), "tokens": plain, "tokens_with_output": with_output}
+
+
+# -- one set ------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class SetReport:
+    """One set's figures (see the module docstring)."""
+
+    name: str
+    queries: int
+    named: float
+    all_named: float
+    median_tokens: float
+    p90_tokens: int
+    listing_tokens: int
+    ratio: float
+    off_topic_agent: float
+    off_topic_candidates: float
+    seconds: float
+
+
+def p90(values: Sequence[int]) -> int:
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(0.9 * len(ordered)) - 1)]
+
+
+async def measure(
+    name: str, served: Served, queries: Sequence[EvalQuery], own_tokens: int
+) -> SetReport:
+    """The set's figures: each query's text through :func:`request_text`, then the off-topic
+    messages."""
+    started = time.perf_counter()
+    shares: list[float] = []
+    lengths: list[int] = []
+    for q in queries:
+        text, _ = await request_text(served, q.query, q.intents)
+        hits = sum(named(text, key) for key in q.gold)
+        shares.append(hits / len(q.gold))
+        lengths.append(estimate_tokens(text))
+    agent: list[int] = []
+    candidates: list[int] = []
+    for message in OFF_TOPIC:
+        text, out = await request_text(served, message)
+        agent.append(sum(1 for row in out.get("items", []) if row["include_mode"] == "agent"))
+        candidates.append(candidate_lines(text))
+    listing = served.listing_tokens()
+    median = statistics.median(lengths) if lengths else 0.0
+    return SetReport(
+        name,
+        len(queries),
+        statistics.fmean(shares) if shares else 0.0,
+        statistics.fmean(s == 1.0 for s in shares) if shares else 0.0,
+        median,
+        p90(lengths) if lengths else 0,
+        listing,
+        (median + own_tokens) / listing if listing else math.inf,
+        statistics.fmean(agent),
+        statistics.fmean(candidates),
+        time.perf_counter() - started,
+    )
+
+
+def set_queries(spec: QuerySet, split: str, limit: int | None) -> list[EvalQuery]:
+    """The set's queries in file order, those of ``split``, the first ``limit`` of them."""
+    queries = [q for path in spec.queries for q in load_queries(path) if in_split(q.query, split)]
+    limit = limit if limit is not None else spec.default_limit
+    return queries[:limit] if limit else queries
+
+
+# -- the run ---------------------------------------------------------------------------------
+
+
+def run(
+    names: Sequence[str], split: str, limit: int | None, folder: Path, cache: Path | None
+) -> dict[str, Any]:
+    """Every set of ``names`` (brokers built once per catalog) and the own listing;
+    embeddings kept in ``cache`` (None: this run only)."""
+    own = own_listing(folder)
+    model = build_embedder(AppConfig())
+    embedder = Remembered(model, cache) if model is not None else None
+    built: dict[str, Served] = {}
+    reports = []
+    for name in names:
+        spec = SETS[name]
+        if spec.catalog not in built:
+            (folder / spec.catalog).mkdir()
+            config = catalog_config(spec.catalog, folder / spec.catalog)
+            built[spec.catalog] = serve(config, embedder)
+        queries = set_queries(spec, split, limit)
+        report = anyio.run(measure, name, built[spec.catalog], queries, own["tokens"])
+        print(f"reach: {name} done in {report.seconds:.0f}s", file=sys.stderr, flush=True)
+        reports.append(report)
+    return {"split": split, "own_listing": own, "sets": [dataclasses.asdict(r) for r in reports]}
+
+
+def table(result: dict[str, Any]) -> str:
+    own = result["own_listing"]
+    lines = [
+        f"split {result['split']}; the broker's own tools/list: {own['tools']} tools, "
+        f"{own['tokens']:,} tokens ({own['tokens_with_output']:,} with output schemas)",
+        f"{'set':<16}{'queries':>8}{'named':>7}{'all':>6}{'p50 tok':>8}{'p90 tok':>8}"
+        f"{'list all':>9}{'ratio':>7}{'off: agent':>11}{'cand':>6}",
+    ]
+    for r in result["sets"]:
+        lines.append(
+            f"{r['name']:<16}{r['queries']:>8}{r['named']:>7.3f}{r['all_named']:>6.2f}"
+            f"{r['median_tokens']:>8,.0f}{r['p90_tokens']:>8,}{r['listing_tokens']:>9,}"
+            f"{r['ratio']:>7.1%}{r['off_topic_agent']:>11.2f}{r['off_topic_candidates']:>6.2f}"
+        )
+    lines.append(
+        "named: share of gold items named in the text; all: share of queries with all named; "
+        "ratio: (p50 text + own tools/list) / listing every catalog tool"
+    )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--set", default="all", choices=["all", *SETS], dest="which")
+    parser.add_argument("--split", default="all", choices=["all", "dev", "holdout"])
+    parser.add_argument("--limit", type=int, default=None, help="first N queries of each set")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--no-cache", action="store_true", help=f"do not keep embeddings in {CACHE.name}"
+    )
+    args = parser.parse_args()
+    names = list(SETS) if args.which == "all" else [args.which]
+    with tempfile.TemporaryDirectory() as tmp:
+        result = run(names, args.split, args.limit, Path(tmp), None if args.no_cache else CACHE)
+    print(json.dumps(result) if args.json else table(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
