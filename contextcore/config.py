@@ -81,6 +81,14 @@ class SearchConfig(ConfigModel):
     conversation_turns: int = Field(2, ge=0, le=8)
     query_adapter: bool = True
     threads: int | None = Field(None, ge=1)
+    # Further tools a request context names one line each (contextcore/reach.py).
+    reach_tokens: int = Field(1200, ge=0)
+    reach_per_server: int = Field(8, ge=0)
+    reach_ranked: int = Field(20, ge=0)
+    reach_per_step: int = Field(2, ge=0)
+    reach_min_score: float = Field(0.15, ge=0.0, le=1.0)
+    reach_min_best: float = Field(0.30, ge=0.0, le=1.0)
+    reach_line_chars: int = Field(90, ge=20)
 
 
 class SourcesConfig(ConfigModel):

@@ -21,6 +21,7 @@ from .loaders import load_catalog_json, load_markdown_dir, load_markdown_file
 from .memory_store import MemorySessionStore
 from .profiles import build_profiles, unknown_items
 from .query_adapter import ADAPTER_MODEL, load_query_adapter
+from .reach import ReachSettings
 from .search import SearchEngine, SearchSettings
 from .services.broker import ContextBroker
 from .store import SessionStore
@@ -97,6 +98,15 @@ def search_settings(config: BrokerConfig) -> SearchSettings:
         conversation_weight=s.conversation_weight,
         conversation_turns=s.conversation_turns,
         query_adapter=s.query_adapter,
+        reach=ReachSettings(
+            tokens=s.reach_tokens,
+            per_server=s.reach_per_server,
+            ranked=s.reach_ranked,
+            per_step=s.reach_per_step,
+            min_score=s.reach_min_score,
+            min_best=s.reach_min_best,
+            line_chars=s.reach_line_chars,
+        ),
         explicit=frozenset(s.model_fields_set & _PRESET_KEYS),
     )
 

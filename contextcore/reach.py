@@ -55,6 +55,10 @@ class ReachSettings:
     """The best tools of each planned step considered."""
     min_score: float = 0.15
     """Ranked and step candidates scoring below this are not named."""
+    min_best: float = 0.30
+    """Candidates are named only when the best tool given in full scores at least this: an
+    off-topic message's best tools score lower (measured on the development sets), and it
+    gets no list of guesses."""
     line_chars: int = 90
     """What a line says of a tool: the start of its description, at most this long."""
 
@@ -74,7 +78,7 @@ def reach_pools(
     order: npt.NDArray[np.float32],
     shown: npt.NDArray[np.float32],
     steps: npt.NDArray[np.float32] | None,
-    chosen: Sequence[ItemRef],
+    chosen: Sequence[tuple[ItemRef, float]],
     settings: ReachSettings,
 ) -> list[Candidate]:
     """The candidates of one ranking, best source first: each step's best, then the other
@@ -82,13 +86,16 @@ def reach_pools(
 
     ``order`` and ``shown`` are the per-chunk scores the items are ordered by and shown
     with (-inf: left out of this search), ``steps`` the per-chunk score of each planned
-    step (one column each), ``chosen`` the items the request context gives in full."""
-    servers = {r.server for r in chosen if r.type == "tool"}
-    if settings.tokens <= 0 or not servers or not layout.refs:
+    step (one column each), ``chosen`` the items the request context gives in full, with
+    their scores."""
+    tools_chosen = [(r, score) for r, score in chosen if r.type == "tool"]
+    best = max((score for _, score in tools_chosen), default=0.0)
+    if settings.tokens <= 0 or best < settings.min_best or not layout.refs:
         return []
+    servers = {r.server for r, _ in tools_chosen}
     item_order = np.maximum.reduceat(order, layout.starts)
     item_shown = np.maximum.reduceat(shown, layout.starts)
-    taken = {layout.position[r] for r in chosen if r in layout.position}
+    taken = {layout.position[r] for r, _ in chosen if r in layout.position}
     tools = (layout.types == "tool") & np.isfinite(item_order)
     if taken:
         tools[list(taken)] = False
