@@ -76,7 +76,10 @@ async def test_downstream_tools_are_listed_namespaced_and_called_through_the_bro
             elapsed = anyio.current_time() - start
             names = [t.name for t in listed.tools]
             assert elapsed < 3 + 5, "a silent downstream must not hold tools/list past its timeout"
-            assert {"create_session", "call_tool", "list_servers"} <= set(names)
+            # The default surface: what a model needs (sessions, list_servers and the rest
+            # answer by name, listed with [server] tools = "all").
+            assert {"build_request_context", "get_context_items", "call_tool"} <= set(names)
+            assert "create_session" not in names and "list_servers" not in names
             assert "time__get_current_time" in names
             assert "time__convert_time" not in names  # agent mode: reachable via call_tool
             read_names = sorted(n for n in names if "read" in n)
