@@ -89,8 +89,8 @@ def reach_pools(
     step (one column each), ``chosen`` the items the request context gives in full, with
     their scores."""
     tools_chosen = [(r, score) for r, score in chosen if r.type == "tool"]
-    best = max((score for _, score in tools_chosen), default=0.0)
-    if settings.tokens <= 0 or best < settings.min_best or not layout.refs:
+    top = max((score for _, score in tools_chosen), default=0.0)
+    if settings.tokens <= 0 or top < settings.min_best or not layout.refs:
         return []
     servers = {r.server for r, _ in tools_chosen}
     item_order = np.maximum.reduceat(order, layout.starts)

@@ -355,8 +355,8 @@ class SearchEngine:
             return hits, []
         first = view.first_intent
         steps = view.columns[:, first : first + view.steps] if view.steps else None
-        chosen = [(h.ref, h.score) for h in hits]
-        return hits, reach_pools(layout, order.fused, view.fused, steps, chosen, s.reach)
+        given = [(h.ref, h.score) for h in hits]
+        return hits, reach_pools(layout, order.fused, view.fused, steps, given, s.reach)
 
     def _views(
         self,
