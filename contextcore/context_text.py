@@ -272,9 +272,7 @@ def render_context(
             budget -= cost
     reach = reach_section(context, lookup, directory, line_chars)
     while True:
-        text = _assemble(fixed, kept, listed, omitted, warnings, max_tokens, context.intents)
-        if reach:
-            text = _with_reach(text, reach)
+        text = _assemble(fixed, kept, listed, reach, omitted, warnings, max_tokens, context.intents)
         if estimate_tokens(text) <= max_tokens:
             break
         if reach:  # candidate lines go first, the last first, then the whole section
@@ -288,21 +286,11 @@ def render_context(
     return RenderedContext(text, estimate_tokens(text), tuple(row for row, _ in omitted))
 
 
-def _with_reach(text: str, reach: Sequence[str]) -> str:
-    """``text`` with the candidate lines after its tools (before "Not included" and
-    warnings)."""
-    block = "\n".join(reach)
-    for tail in ("\n\n## Not included", "\n\n## Warnings"):
-        at = text.find(tail)
-        if at >= 0:
-            return text[:at] + "\n\n" + block + text[at:]
-    return text + "\n\n" + block
-
-
 def _assemble(
     fixed: list[str],
     kept: Sequence[tuple[RequestItem, str, int]],
     listed: Sequence[str],
+    reach: Sequence[str],
     omitted: Sequence[tuple[RequestItem, int]],
     warnings: Sequence[str],
     max_tokens: int,
@@ -315,6 +303,8 @@ def _assemble(
             parts.append(section(kind, blocks, tools_intro(listed)))
         elif blocks:
             parts.append(section(kind, blocks))
+    if reach:  # the further candidates, right after the tools
+        parts.append("\n".join(reach))
     if omitted:
         head = f"## Not included (over the {max_tokens:,}-token budget)"
         lines = [_omitted_line(row, n, intents) for row, n in omitted]

@@ -51,6 +51,8 @@ class Layout:
     refs: list[ItemRef]
     types: npt.NDArray[np.str_]
     modes: npt.NDArray[np.str_]
+    servers: npt.NDArray[np.str_]
+    """Each item's server ("" for rules and references)."""
     starts: npt.NDArray[np.int64]
     owner: npt.NDArray[np.int64]
     chunks: list[str]
@@ -156,6 +158,7 @@ class ChunkIndex:
             refs=refs,
             types=np.array([r.type for r in refs], dtype=np.str_),
             modes=np.array([self._entries[r].mode for r in refs], dtype=np.str_),
+            servers=np.array([r.server or "" for r in refs], dtype=np.str_),
             starts=np.asarray(starts, dtype=np.int64),
             owner=np.asarray(owner, dtype=np.int64),
             chunks=chunks,

@@ -105,7 +105,7 @@ def reach_pools(
             per_item = np.maximum.reduceat(steps[:, step], layout.starts)
             best = _best(per_item, tools & (per_item >= settings.min_score), settings.per_step)
             out += [Candidate(layout.refs[i], float(per_item[i]), "step", step) for i in best]
-    siblings = tools & np.array([r.server in servers for r in layout.refs])
+    siblings = tools & np.isin(layout.servers, sorted(s or "" for s in servers))
     near = _best(item_order, siblings, settings.per_server * len(servers))
     ranked = _best(item_order, tools & (item_shown >= settings.min_score), settings.ranked)
     merged = [(i, "server") for i in near] + [(i, "rank") for i in ranked if i not in near]

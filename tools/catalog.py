@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -81,7 +81,7 @@ class SearchOut(Out):
 
 
 class GetItemsArgs(Args):
-    keys: list[str] = Field(
+    keys: list[Annotated[str, Field(max_length=300)]] = Field(
         min_length=1,
         max_length=_MAX_KEYS,
         description="Tools by the name a text shows (e.g. 'time__get_current_time'), or "
@@ -185,10 +185,10 @@ def _search_text(out: SearchOut) -> str:
     return out.text
 
 
-def _resolve(ctx: ToolContext, name: str) -> ItemRef | None:
+def _resolve(ctx: ToolContext, name: str, shown: dict[str, ItemRef]) -> ItemRef | None:
     """The item ``name`` means: an item key (``tool:<server>/<tool>``), a tool as
     ``<server>/<tool>``, or the name a text shows to call a tool by
-    (``time__get_current_time``)."""
+    (``time__get_current_time``, looked up in ``shown``, filled on first need)."""
     catalog = ctx.broker.catalog
     try:
         ref: ItemRef | None = ItemRef.parse(name)
@@ -199,18 +199,21 @@ def _resolve(ctx: ToolContext, name: str) -> ItemRef | None:
     server, slash, tool = name.partition("/")
     if slash and ItemRef("tool", tool, server) in catalog:
         return ItemRef("tool", tool, server)
-    for item in catalog.items(["tool"]):
-        if ctx.tools.exposed_name(item.ref) == name:
-            return item.ref
-    return None
+    if not shown:
+        for item in catalog.items(["tool"]):
+            exposed = ctx.tools.exposed_name(item.ref)
+            if exposed is not None:
+                shown[exposed] = item.ref
+    return shown.get(name)
 
 
 def _get_items(ctx: ToolContext, args: GetItemsArgs) -> ItemsOut:
     refs: list[ItemRef] = []
     unknown: list[str] = []
     shown = ctx.broker.profile(ctx.profile)  # items outside it do not exist for this host
+    names: dict[str, ItemRef] = {}
     for key in dict.fromkeys(args.keys):
-        ref = _resolve(ctx, key)
+        ref = _resolve(ctx, key, names)
         if ref is not None and (shown is None or shown.allows(ref)):
             refs.append(ref)
         else:
