@@ -70,6 +70,8 @@ class RequestView(Out):
     intents: list[str] = Field(default_factory=list)
     context_turns: list[str] = Field(default_factory=list)
     columns: Columns
+    within_reach: list[ViewItem] = Field(default_factory=list)
+    """The further tools the text named one line each (``via``: why), best source first."""
 
 
 def _view_item(broker: ContextBroker, row: RequestItem) -> ViewItem:
@@ -113,6 +115,7 @@ def view_of(broker: ContextBroker, context: RequestContext) -> RequestView:
             references=[r for r in rows if r.type == "reference"],
             tools=[r for r in rows if r.type == "tool"],
         ),
+        within_reach=[_view_item(broker, r) for r in context.candidates],
     )
 
 

@@ -129,7 +129,7 @@ def test_the_mcp_app_renders_the_same_modal_from_a_real_tool_result(
     url, data = recorded
     meta = data["tool_meta"]
     assert meta["build_request_context"] == {"ui": {"resourceUri": APP_URI}}
-    assert meta["get_request_context"] == {"ui": {"resourceUri": APP_URI}}
+    assert "get_request_context" not in meta  # the default surface: what a model needs
     assert meta["ui_request_context"]["ui"]["visibility"] == ["app"]
     app = data["app"]
     assert app.mime_type == "text/html;profile=mcp-app"

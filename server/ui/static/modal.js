@@ -4,6 +4,7 @@
   "use strict";
   var MODES = { always: "Always", manual: "Manual", agent: "Agent" };
   var COLUMNS = [["rules", "Rules"], ["references", "References"], ["tools", "Tools"]];
+  var REACH = { server: "another tool of a server chosen", rank: "next ranked", step: "best of a step" };
 
   function el(tag, cls, text) {
     var node = document.createElement(tag);
@@ -28,6 +29,7 @@
     li.appendChild(line);
     if (item.intent) li.appendChild(el("div", "cb-why", "for step: " + item.intent));
     if (item.via === "search") li.appendChild(el("div", "cb-why", "found by a later search"));
+    if (REACH[item.via] && !item.intent) li.appendChild(el("div", "cb-why", REACH[item.via]));
     if (item.via === "conversation") {
       li.appendChild(el("div", "cb-why", "carried from the conversation" + (item.turn ? " (turn " + item.turn + ")" : "")));
     }
@@ -74,6 +76,18 @@
     var grid = el("div", "cb-columns");
     COLUMNS.forEach(function (c) { grid.appendChild(columnNode(c[0], c[1], view.columns[c[0]] || [])); });
     root.appendChild(grid);
+    var reach = view.within_reach || [];
+    if (reach.length) {
+      var more = el("section", "cb-reach");
+      more.dataset.role = "within-reach";
+      var title = el("h3", null, "More tools within reach (named one line each)");
+      title.appendChild(el("span", "cb-count", String(reach.length)));
+      more.appendChild(title);
+      var list = el("ul", "cb-items");
+      reach.forEach(function (item) { list.appendChild(itemNode(item)); });
+      more.appendChild(list);
+      root.appendChild(more);
+    }
     var total = COLUMNS.reduce(function (n, c) { return n + (view.columns[c[0]] || []).length; }, 0);
     if (!total) root.appendChild(el("div", "cb-state", "No rules, references or tools were selected for this message."));
     container.appendChild(root);
@@ -82,7 +96,7 @@
   // A view from a build/get_request_context result alone (no descriptions or priorities):
   // used when the host does not let the app call the broker's app-only tool.
   function fromResult(sc) {
-    var rows = (sc.items || []).map(function (r) {
+    function row(r) {
       return {
         key: r.type === "tool" ? "tool:" + r.server + "/" + r.name : r.type + ":" + r.name,
         type: r.type, name: r.name, server: r.server,
@@ -91,7 +105,8 @@
         intent: r.intent || null, via: r.via || null, turn: r.turn || null,
         description: "", priority: null, in_catalog: true
       };
-    });
+    }
+    var rows = (sc.items || []).map(row);
     function by(type) { return rows.filter(function (r) { return r.type === type; }); }
     var tools = by("tool").sort(function (a, b) {
       return (a.server + "\u0000" + a.name) < (b.server + "\u0000" + b.name) ? -1 : 1;
@@ -101,7 +116,8 @@
       message: sc.message || "", summary: sc.summary, search_mode: sc.search_mode,
       intents: sc.intents || [],
       warnings: sc.warnings || [],
-      columns: { rules: by("rule"), references: by("reference"), tools: tools }
+      columns: { rules: by("rule"), references: by("reference"), tools: tools },
+      within_reach: (sc.candidates || []).map(row)
     };
   }
 
