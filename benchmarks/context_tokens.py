@@ -37,15 +37,14 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import numpy as np
-from _common import SHARED
+from _common import SHARED, CachedEmbedder
 from mcp import Client, StdioServerParameters
 from relevance import EXAMPLE_QUERIES, NamedTools, five_servers
 from tokenizers import Tokenizer
 
 from contextcore.catalog import Catalog
 from contextcore.context_text import estimate_tokens, render_context
-from contextcore.embedding import Embedder, ModelStatus, Vectors
+from contextcore.embedding import Embedder
 from contextcore.items import ContextItem, ItemRef, Tool
 from contextcore.loaders import load_catalog_json
 from contextcore.search import SearchEngine
@@ -91,37 +90,6 @@ def listing_tokens(listing: Sequence[dict[str, Any]], count: Counter) -> tuple[i
     """Both token counts of a host's tool list: each tool's JSON, summed."""
     texts = [json.dumps(tool, ensure_ascii=False) for tool in listing]
     return sum(estimate_tokens(t) for t in texts), sum(count(t) for t in texts)
-
-
-class QueryCache:
-    """The real embedder, with the benchmark's queries embedded ahead in batches: a turn then
-    costs what the broker adds, not a second embedding of the same message."""
-
-    def __init__(self, inner: Embedder) -> None:
-        self.inner = inner
-        self._known: dict[str, Vectors] = {}
-
-    @property
-    def model_name(self) -> str:
-        return self.inner.model_name
-
-    def load(self) -> None:
-        self.inner.load()
-
-    def status(self) -> ModelStatus:
-        return self.inner.status()
-
-    def remember(self, queries: Sequence[str]) -> None:
-        fresh = sorted(set(queries) - set(self._known))
-        for start in range(0, len(fresh), 200):
-            batch = fresh[start : start + 200]  # under the child-process threshold
-            for text, vector in zip(batch, self.inner.embed(batch), strict=True):
-                self._known[text] = vector
-
-    def embed(self, texts: Sequence[str]) -> Vectors:
-        if texts and all(t in self._known for t in texts):
-            return np.stack([self._known[t] for t in texts])
-        return self.inner.embed(texts)
 
 
 def broker_over(items: Sequence[ContextItem], embedder: Embedder | None) -> ContextBroker:
@@ -214,8 +182,8 @@ def registry(embedder: Embedder | None, count: Counter, limit: int | None) -> bo
     rows = []
     for name in SETS:
         queries: list[EvalQuery] = load_queries(METATOOL / name)[:limit]
-        if isinstance(embedder, QueryCache):
-            embedder.remember([q.query for q in queries])
+        if isinstance(embedder, CachedEmbedder):
+            embedder.warm([q.query for q in queries])
         floored = unfloored = 0.0
         sizes = []
         for q in queries:
@@ -345,7 +313,7 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=None, help="stdio calls per detail")
     args = parser.parse_args()
     model = build_embedder(AppConfig())
-    embedder = QueryCache(model) if model is not None else None
+    embedder = CachedEmbedder(model) if model is not None else None
     count = wordpiece_counter()
     print("tokens per turn: the broker's text at the defaults vs a host listing every tool\n")
     ok = five(embedder, count)

@@ -55,17 +55,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import numpy as np
-from _common import ROOT, SHARED
+from _common import ROOT, SHARED, CachedEmbedder
 from mcp import Client, types
 
 from contextcore.context_text import estimate_tokens
-from contextcore.embedding import Embedder, ModelStatus, Vectors
+from contextcore.embedding import Embedder
 from contextcore.embedding_cache import (
-    EmbeddingCache,
-    MemoryEmbeddingCache,
     SqliteEmbeddingCache,
-    text_hash,
 )
 from contextcore.items import ItemRef, Tool
 from contextcore.services.evaluation import EvalQuery, load_queries
@@ -285,40 +281,6 @@ async def request_text(
     return text, dict(result.structured_content or {})
 
 
-class Remembered:
-    """The configured embedder with every text it embeds kept in a SQLite file keyed by
-    (model, text hash), the product's embedding cache: a second run embeds nothing again.
-    The vectors are the model's own, so what is selected and the text are unchanged."""
-
-    def __init__(self, inner: Embedder, path: Path | None) -> None:
-        self.inner = inner
-        self.cache: EmbeddingCache = (
-            SqliteEmbeddingCache(path) if path is not None else MemoryEmbeddingCache()
-        )
-
-    @property
-    def model_name(self) -> str:
-        return self.inner.model_name
-
-    def load(self) -> None:
-        self.inner.load()
-
-    def status(self) -> ModelStatus:
-        return self.inner.status()
-
-    def embed(self, texts: Sequence[str]) -> Vectors:
-        hashes = [text_hash(t) for t in texts]
-        known = self.cache.get_many(self.model_name, set(hashes))
-        todo = {h: t for h, t in zip(hashes, texts, strict=True) if h not in known}
-        if todo:
-            fresh = dict(zip(todo, self.inner.embed(list(todo.values())), strict=True))
-            self.cache.put_many(self.model_name, fresh)
-            known.update(fresh)
-        if not texts:
-            return self.inner.embed(texts)
-        return np.stack([known[h] for h in hashes]).astype(np.float32)
-
-
 # -- the broker's own tools/list ----------------------------------------------------------
 
 _EMPTY_SERVER = "from mcp.server.mcpserver import MCPServer\nMCPServer('empty').run()\n"
@@ -432,7 +394,8 @@ def run(
     embeddings kept in ``cache`` (None: this run only)."""
     own = own_listing(folder)
     model = build_embedder(AppConfig())
-    embedder = Remembered(model, cache) if model is not None else None
+    store = SqliteEmbeddingCache(cache) if cache is not None else None
+    embedder = CachedEmbedder(model, store) if model is not None else None
     built: dict[str, Served] = {}
     reports = []
     for name in names:

@@ -25,11 +25,9 @@ import json
 import time
 from dataclasses import replace
 
-import numpy as np
-from _common import SHARED
+from _common import SHARED, CachedEmbedder
 
 from contextcore.catalog import Catalog
-from contextcore.embedding import Embedder
 from contextcore.items import ContextItem
 from contextcore.loaders import load_catalog_json
 from contextcore.query_adapter import load_query_adapter
@@ -52,24 +50,6 @@ STAGES: list[tuple[str, dict[str, object]]] = [
     ("+ adapter", {"part_share": 0.5, "feedback": 0.5, "query_adapter": True}),
     ("+ intents", {"part_share": 0.5, "feedback": 0.5, "query_adapter": True}),
 ]
-
-
-class _Remembered:
-    """The embedder with each text's vector kept, so the stages embed every query once."""
-
-    def __init__(self, embedder: Embedder) -> None:
-        self._embedder = embedder
-        self._seen: dict[str, np.ndarray] = {}
-        self.model_name = embedder.model_name
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._embedder, name)
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        todo = [t for t in dict.fromkeys(texts) if t not in self._seen]
-        if todo:
-            self._seen.update(zip(todo, self._embedder.embed(todo), strict=True))
-        return np.stack([self._seen[t] for t in texts]).astype(np.float32)
 
 
 def _catalog(queries_file: str, distractors: tuple[str, ...]) -> list[ContextItem]:
@@ -98,7 +78,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=0, help="first N queries of each set")
     parser.add_argument("--json", type=str, default="", help="also write the figures here")
     args = parser.parse_args()
-    embedder = _Remembered(build_embedder(AppConfig()))
+    embedder = CachedEmbedder(build_embedder(AppConfig()))
     adapter = load_query_adapter()
     figures: dict[str, dict[str, dict[str, float]]] = {}
     print(f"{'set':<26} {'stage':<11} {'nDCG@10':>8} {'R@5':>6} {'R@10':>6} {'s':>5}")
