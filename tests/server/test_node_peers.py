@@ -71,34 +71,49 @@ async def _inspect(target: list[str], *method: str) -> Any:
 
 
 async def _inspector_session(target: list[str]) -> None:
+    """Inspector with every broker tool listed (``serve --tools all``): a session, then a
+    request context in it."""
     listed = await _inspect(target, "tools/list")
-    assert "build_request_context" in {t["name"] for t in listed["tools"]}
+    assert {"build_request_context", "create_session"} <= {t["name"] for t in listed["tools"]}
     created = await _inspect(
         target, "tools/call", "--tool-name", "create_session", "--tool-arg", "agent=inspector"
     )
     sid = created["structuredContent"]["session_id"]
+    built = await _build(target, f"session_id={sid}")
+    assert built["structuredContent"]["session_id"] == sid
+
+
+async def _build(target: list[str], *args: str) -> Any:
     built = await _inspect(
         target,
         "tools/call",
         "--tool-name",
         "build_request_context",
         "--tool-arg",
-        f"session_id={sid}",
-        "--tool-arg",
         "message=how do I write parameterized SQL",
+        *(a for arg in args for a in ("--tool-arg", arg)),
     )
     assert not built["isError"]
     assert "python-style" in {i["name"] for i in built["structuredContent"]["items"]}
+    return built
+
+
+async def _model_session(target: list[str]) -> None:
+    """Inspector on the default surface: a model's tools only, and no session to manage."""
+    listed = {t["name"] for t in (await _inspect(target, "tools/list"))["tools"]}
+    assert "build_request_context" in listed and "create_session" not in listed
+    await _build(target)
 
 
 async def test_inspector_cli_over_stdio(tmp_path: Path) -> None:
     config = write_config(tmp_path, backend="sqlite")  # the CLI starts one process per call
-    await _inspector_session([BROKER, "serve", "--config", str(config), "--"])
+    await _inspector_session([BROKER, "serve", "--config", str(config), "--tools", "all", "--"])
+    await _model_session([BROKER, "serve", "--config", str(config), "--"])
 
 
 async def test_inspector_cli_over_streamable_http(tmp_path: Path) -> None:
     async with running_broker(write_config(tmp_path)) as (url, _):
-        await _inspector_session([f"{url}/mcp", "--transport", "http"])
+        await _model_session([f"{url}/mcp", "--transport", "http"])
 
 
 async def test_conformance_scenarios_pass_over_streamable_http(tmp_path: Path) -> None:
