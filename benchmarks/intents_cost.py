@@ -4,12 +4,17 @@ Target: with 6 intents p50 <= 40 ms at 1,000 items and <= 1.5x the call without 
 The two kinds of call alternate in one session of one broker process, so both see the same
 machine load; medians of each kind are compared.
 
-Run: .venv/bin/python benchmarks/intents_cost.py [--items 1000] [--calls 200]
+Run: .venv/bin/python benchmarks/intents_cost.py [--items 1000] [--calls 200] [--reach]
+
+``--reach``: half the items are tools (50 servers of 10, ``agent``), and the six-step call is
+measured against two broker processes, one naming tools within reach (the defaults) and one
+with ``[search] reach_tokens = 0``, their calls alternating: what the candidates cost.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
@@ -21,7 +26,7 @@ from mcp import Client, StdioServerParameters
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import percentile
-from server_latency import BROKER, QUERIES, write_catalog_config
+from server_latency import _TOPICS, _VERBS, BROKER, QUERIES, write_catalog_config
 
 PLANS = [
     [
@@ -61,11 +66,78 @@ async def _measure(config: Path, calls: int) -> tuple[list[float], list[float]]:
     return plain, planned
 
 
+def _tools_config(folder: Path, items: int) -> tuple[Path, Path]:
+    """Configs of ``items`` items, half rules and references and half tools: with tools
+    within reach (the defaults), and without (``reach_tokens = 0``)."""
+    base = write_catalog_config(folder, items - items // 2)
+    tools = {
+        f"srv{s:02d}": {
+            "include": "agent",
+            "tools": [
+                {
+                    "name": f"tool_{t}",
+                    "description": f"{_VERBS[t % len(_VERBS)]} {_TOPICS[(s + t) % len(_TOPICS)]}",
+                    "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}},
+                }
+                for t in range(10)
+            ],
+        }
+        for s in range(items // 2 // 10)
+    }
+    (folder / "tools.json").write_text(json.dumps({"servers": tools}), encoding="utf-8")
+    text = base.read_text(encoding="utf-8") + '\n[sources]\ncatalog_files = ["tools.json"]\n'
+    on, off = folder / "reach.toml", folder / "no-reach.toml"
+    on.write_text(text, encoding="utf-8")
+    off.write_text(text.replace("[search]\n", "[search]\nreach_tokens = 0\n", 1), "utf-8")
+    return on, off
+
+
+async def _reach_cost(on: Path, off: Path, calls: int) -> tuple[list[float], list[float], int]:
+    """Six-step calls alternating between a broker naming tools within reach and one that
+    names none: each side's times (ms), and the candidates the last call named."""
+    times: tuple[list[float], list[float]] = ([], [])
+    named = 0
+    async with Client(_params(on), mode="legacy") as a, Client(_params(off), mode="legacy") as b:
+        for i in range(6 + 2 * calls):  # the first six warm both up
+            client = (a, b)[i % 2]
+            args = {"message": QUERIES[i % len(QUERIES)], "intents": PLANS[(i // 2) % len(PLANS)]}
+            started = time.perf_counter()
+            result = await client.call_tool("build_request_context", args)
+            if i >= 6:
+                times[i % 2].append((time.perf_counter() - started) * 1000)
+            assert not result.is_error, result.content
+            if i % 2 == 0:
+                named = len((result.structured_content or {}).get("candidates", []))
+    return times[0], times[1], named
+
+
+def _params(config: Path) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=BROKER, args=["--log-level", "WARNING", "serve", "--config", str(config)]
+    )
+
+
+def _reach_main(items: int, calls: int) -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        on, off = _tools_config(Path(tmp), items)
+        with_reach, without, named = anyio.run(_reach_cost, on, off, calls)
+    r50, n50 = percentile(with_reach, 50), percentile(without, 50)
+    r95, n95 = percentile(with_reach, 95), percentile(without, 95)
+    print(f"catalog {items} items ({items // 2} tools), six-step plan, {calls} calls each")
+    print(f"tools within reach ({named} named): p50 {r50:6.2f} ms, p95 {r95:6.2f} ms")
+    print(f"none (reach_tokens = 0):        p50 {n50:6.2f} ms, p95 {n95:6.2f} ms")
+    print(f"ratio {r50 / n50:.2f}x")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=1000)
     parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--reach", action="store_true", help="what tools within reach cost")
     args = parser.parse_args()
+    if args.reach:
+        return _reach_main(args.items, args.calls)
     with tempfile.TemporaryDirectory() as tmp:
         config = write_catalog_config(Path(tmp), args.items)
         plain, planned = anyio.run(_measure, config, args.calls)

@@ -18,6 +18,7 @@ named when the request selected no tool (an off-topic message lists no candidate
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -124,8 +125,10 @@ def _best(scores: npt.NDArray[np.float32], allowed: npt.NDArray[np.bool_], count
     return [int(i) for i in where[np.argsort(-scores[where], kind="stable")]]
 
 
+@functools.lru_cache(maxsize=4096)
 def brief_description(text: str, max_chars: int) -> str:
-    """The start of a description: its first sentence or line, at most ``max_chars``."""
+    """The start of a description: its first sentence or line, at most ``max_chars`` (kept
+    for the catalog's descriptions: every request prices its candidates' lines)."""
     flat = " ".join(text.split())
     for stop in (". ", "; ", "\n"):
         head, found, _ = flat.partition(stop)
