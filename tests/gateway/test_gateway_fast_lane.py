@@ -67,5 +67,8 @@ async def test_calls_to_a_down_server_or_an_unknown_tool_name_the_server() -> No
     async with running({"slow": fixture_server("slow_tools.py")}) as gw:
         with pytest.raises(GatewayError, match="'elsewhere'"):
             await gw.call_tool_json("elsewhere", "wait", {})
-        unknown = await gw.call_tool_json("slow", "no_such_tool", {})
-        assert unknown["isError"] is True  # the server's own answer, passed through
+        # A name the server never listed is refused before it goes downstream (trust "pin").
+        with pytest.raises(
+            GatewayError, match="'no_such_tool' is not one downstream server 'slow'"
+        ):
+            await gw.call_tool_json("slow", "no_such_tool", {})
