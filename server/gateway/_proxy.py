@@ -55,6 +55,7 @@ _Vetted = TypeVar("_Vetted", types.Prompt, types.Resource, types.ResourceTemplat
 
 ListsChangedFn = Callable[[Literal["resources", "prompts"]], Awaitable[None]]
 """Told that a downstream's resource or prompt list changed (``"resources"``/``"prompts"``)."""
+_COMPLETION: TypeAdapter[types.CompleteResult] = TypeAdapter(types.CompleteResult)
 _NO_COMPLETION = types.CompleteResult(completion=types.Completion(values=[]))
 
 BROKER_PROMPTS = frozenset({"context"})
@@ -313,13 +314,13 @@ class ResourceProxy:
             if isinstance(ref, types.PromptReference)
             else types.ResourceTemplateReference(uri=original)
         )
-        request = types.CompleteRequest(
-            params=types.CompleteRequestParams(
-                ref=own, argument=params.argument, context=params.context
+        asked = types.CompleteRequestParams(
+            ref=own, argument=params.argument, context=params.context
+        ).model_dump(by_alias=True, mode="json", exclude_none=True)
+        try:  # as the host's request: what the server sends meanwhile reaches only that host
+            result = await conn.request(
+                "completion/complete", asked, _COMPLETION, timeout=server.config.timeout
             )
-        )
-        try:
-            result = await conn.session.send_request(request, types.CompleteResult)
         except Exception as exc:
             raise server.call_failed(conn, what, exc, tool=None) from None
         return self._redactor.redact_model(result)

@@ -13,6 +13,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
@@ -94,8 +95,23 @@ async def _until(check: Any, within: float = 30) -> None:
             await anyio.sleep(0.1)
 
 
+async def _ask(host: Any, asked: str) -> str:
+    """Ask the downstream, through the broker, something it logs about while answering: a
+    subscription, or a completion of a template's argument. Returns what it logs."""
+    if asked == "subscribe":
+        request = types.SubscribeRequest(params=types.SubscribeRequestParams(uri="test://item/41"))
+        await host.session.send_request(request, types.EmptyResult)
+        return "about the subscriber's resource test://item/41"
+    templates = (await host.session.list_resource_templates()).resource_templates
+    ref = types.ResourceTemplateReference(uri=templates[-1].uri_template)
+    done = await host.session.complete(ref, {"name": "id", "value": "4"})
+    assert done.completion.values == ["41", "42"]
+    return "about the completion of 4"
+
+
+@pytest.mark.parametrize("asked", ["subscribe", "complete"])
 async def test_a_downstream_log_about_one_hosts_request_never_reaches_another_host(
-    tmp_path: Path,
+    tmp_path: Path, asked: str
 ) -> None:
     async with (
         running_broker(_config(tmp_path), "http") as (url, _),
@@ -120,13 +136,9 @@ async def test_a_downstream_log_about_one_hosts_request_never_reaches_another_ho
                 return "holding" in bystander.logs
 
             await _until(holding)  # the bystander's call is in flight downstream
-            request = types.SubscribeRequest(
-                params=types.SubscribeRequestParams(uri="test://item/41")
-            )
             with anyio.fail_after(20):  # the downstream logs about it while answering
-                await asker.session.send_request(request, types.EmptyResult)
+                about = await _ask(asker, asked)
         block = held[0].content[0]
         assert isinstance(block, types.TextContent) and block.text == "held"
-        about = "about the subscriber's resource test://item/41"
         assert about not in bystander.logs, bystander.logs
         assert bystander.logs == ["holding"]
