@@ -1,8 +1,9 @@
 """The broker's tool surface, in the order hosts list it: every tool adapter of this package.
 
-The MCP server lists exactly :data:`BROKER_TOOLS`, followed by the request-context view's
-app-only tool (``ui_request_context``, defined beside its view in ``server.ui.view``) and, with
-downstream servers, the gateway's ``call_tool``, ``list_servers`` and exposed tools.
+The MCP server answers every one of :data:`BROKER_TOOLS`, the request-context view's app-only
+tool (``ui_request_context``, defined beside its view in ``server.ui.view``) and, with
+downstream servers, the gateway's ``call_tool``, ``list_servers`` and exposed tools; which of
+the broker's own it lists is ``[server] tools`` (``server.surface.mcp_server.listed_names``).
 """
 
 from __future__ import annotations
