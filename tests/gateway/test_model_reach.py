@@ -32,10 +32,17 @@ REPORT_TOOLS = ("create_document", "add_paragraph", "add_picture", "convert_to_p
 MODEL_SURFACE = {"build_request_context", "get_context_items", "call_tool", "ui_request_context"}
 
 
-def config_file(folder: Path, extra: str = "") -> Path:
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One embedding cache for the module: the 202 tools are embedded once, not per test."""
+    return tmp_path_factory.mktemp("reach-cache") / "embeddings.sqlite3"
+
+
+def config_file(folder: Path, extra: str = "", cache: Path | None = None) -> Path:
     path = folder / "broker.toml"
+    cached = f"[search]\nembedding_cache = {json.dumps(str(cache))}\n" if cache else ""
     path.write_text(
-        f"{extra}\n"
+        f"{extra}\n{cached}"
         "[gateway]\nstartup_budget = 60\n"
         "[servers.time]\n"
         f"command = {json.dumps(executable(VENV_BIN / 'mcp-server-time'))}\n"
@@ -52,9 +59,9 @@ def config_file(folder: Path, extra: str = "") -> Path:
 
 @asynccontextmanager
 async def broker(
-    folder: Path, extra: str = "", mode: Any = "auto"
+    folder: Path, extra: str = "", mode: Any = "auto", cache: Path | None = None
 ) -> AsyncIterator[tuple[Runtime, Client]]:
-    path = config_file(folder, extra)
+    path = config_file(folder, extra, cache)
     config = load_config(path, environ={})
     if resolve_model_dir(config) is None:
         pytest.fail("embedding model not prepared; run scripts/setup.sh")
@@ -81,9 +88,11 @@ def candidates(text: str) -> list[tuple[str, str, str]]:
     return line.findall(section)
 
 
-async def test_the_default_surface_is_what_a_model_needs_within_its_bound(tmp_path: Path) -> None:
+async def test_the_default_surface_is_what_a_model_needs_within_its_bound(
+    tmp_path: Path, cache: Path
+) -> None:
     # A handshake-era host: one connection, one session the model never has to manage.
-    async with broker(tmp_path, mode="legacy") as (_, client):
+    async with broker(tmp_path, mode="legacy", cache=cache) as (_, client):
         listed = {t.name: t for t in (await client.list_tools()).tools}
         own = {n: t for n, t in listed.items() if "__" not in n}
         assert set(own) == MODEL_SURFACE, sorted(own)
@@ -98,8 +107,10 @@ async def test_the_default_surface_is_what_a_model_needs_within_its_bound(tmp_pa
         assert len(turns["turns"]) == 2
 
 
-async def test_a_2026_host_keeps_its_session_by_the_id_a_result_names(tmp_path: Path) -> None:
-    async with broker(tmp_path) as (_, client):
+async def test_a_2026_host_keeps_its_session_by_the_id_a_result_names(
+    tmp_path: Path, cache: Path
+) -> None:
+    async with broker(tmp_path, cache=cache) as (_, client):
         first = await call(client, "build_request_context", message="What time is it in Tokyo?")
         sid = first["session_id"]
         assert f"in session {sid}" in first["text"]
@@ -108,12 +119,16 @@ async def test_a_2026_host_keeps_its_session_by_the_id_a_result_names(tmp_path: 
         assert len((await call(client, "list_turns", session_id=sid))["turns"]) == 2
 
 
-async def test_tools_all_lists_every_tool_and_a_list_lists_those_named(tmp_path: Path) -> None:
-    async with broker(tmp_path, '[server]\ntools = "all"') as (_, client):
+async def test_tools_all_lists_every_tool_and_a_list_lists_those_named(
+    tmp_path: Path, cache: Path
+) -> None:
+    async with broker(tmp_path, '[server]\ntools = "all"', cache=cache) as (_, client):
         names = {t.name for t in (await client.list_tools()).tools}
         assert {"create_session", "append_messages", "list_servers", "get_usage_stats"} <= names
         assert len([n for n in names if "__" not in n]) >= 24
-    async with broker(tmp_path, '[server]\ntools = ["build_request_context", "list_servers"]') as (
+    async with broker(
+        tmp_path, '[server]\ntools = ["build_request_context", "list_servers"]', cache=cache
+    ) as (
         _,
         client,
     ):
@@ -125,9 +140,9 @@ async def test_tools_all_lists_every_tool_and_a_list_lists_those_named(tmp_path:
 
 
 async def test_a_plan_step_tool_past_the_full_entries_is_named_fetched_and_called(
-    tmp_path: Path,
+    tmp_path: Path, cache: Path
 ) -> None:
-    async with broker(tmp_path) as (_, client):
+    async with broker(tmp_path, cache=cache) as (_, client):
         built = await call(
             client,
             "build_request_context",
@@ -172,8 +187,10 @@ async def test_a_plan_step_tool_past_the_full_entries_is_named_fetched_and_calle
         assert {c["via"] for c in recorded["candidates"]} <= {"server", "rank", "step"}
 
 
-async def test_an_off_topic_message_selects_nothing_and_lists_no_candidates(tmp_path: Path) -> None:
-    async with broker(tmp_path) as (_, client):
+async def test_an_off_topic_message_selects_nothing_and_lists_no_candidates(
+    tmp_path: Path, cache: Path
+) -> None:
+    async with broker(tmp_path, cache=cache) as (_, client):
         built = await call(client, "build_request_context", message=OFF_TOPIC)
         assert [i for i in built["items"] if i["include_mode"] == "agent"] == []
         assert built["candidates"] == []
