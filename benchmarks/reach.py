@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/reach.py [--set all|mcp-bench|mcp-bench-plans|metatool-single|
         metatool-multi|example] [--split all|dev|holdout] [--limit N] [--json] [--no-cache]
+        [--no-small-talk]
 
 A host's model reads the broker's own ``tools/list`` and the text content of
 ``build_request_context`` (ARCHITECTURE.md, "What a host's model reads"). Per query set this
@@ -17,7 +18,8 @@ measures that text as the model reads it:
   broker is listed;
 - listing every catalog tool directly (name, description, input schema JSON), and the ratio
   (median text + own listing) / that listing;
-- off-topic messages (:data:`OFF_TOPIC`): mean agent items selected and candidate lines listed.
+- off-topic messages (:data:`OFF_TOPIC`, and the 30 of :data:`OFF_TOPIC_HELDOUT` that the
+  small-talk list was never tuned on): mean agent items selected and candidate lines listed.
 
 How the text is obtained: the broker is built from a config by the server's own code
 (``load_config``, ``build_broker``, the catalog loaded from ``[sources] catalog_files``) and
@@ -84,6 +86,39 @@ OFF_TOPIC = (
     "hello",
     "what is the meaning of life?",
     "lorem ipsum dolor sit amet",
+)
+# Off-topic messages the small-talk list (contextcore/data/small_talk.txt) was never tuned on.
+OFF_TOPIC_HELDOUT = (
+    "hmm, interesting",
+    "you're funny",
+    "what's the capital of love?",
+    "sing me a song",
+    "do you dream?",
+    "I just got back from vacation",
+    "my dog ate my homework",
+    "roses are red, violets are blue",
+    "what's heavier, a kilo of feathers or a kilo of steel?",
+    "let me think about it",
+    "alright, moving on",
+    "please be more polite",
+    "I disagree with you",
+    "what time do you go to sleep?",
+    "can we be friends?",
+    "you are the best",
+    "that was a silly answer",
+    "why is the sky blue?",
+    "how many fingers am I holding up?",
+    "knock knock",
+    "I want to learn to juggle",
+    "what rhymes with orange?",
+    "perfect, cheers",
+    "whatever",
+    "is pineapple on pizza acceptable?",
+    "what's your opinion on cats versus dogs?",
+    "tell me about yourself",
+    "I have nothing to do",
+    "remind me what we were talking about",
+    "good night",
 )
 
 
@@ -252,8 +287,12 @@ def config_of(data: dict[str, Any], folder: Path) -> AppConfig:
     return load_config(toml)
 
 
-def serve(config: AppConfig, embedder: Embedder | None) -> Served:
-    """The broker of ``config`` (with ``embedder``), indexed, and the server's tool runner."""
+def serve(config: AppConfig, embedder: Embedder | None, small_talk: bool = True) -> Served:
+    """The broker of ``config`` (with ``embedder``; ``small_talk`` False: the small-talk
+    check off), indexed, and the server's tool runner."""
+    if not small_talk:
+        search = config.search.model_copy(update={"small_talk": False})
+        config = config.model_copy(update={"search": search})
     parts = build_broker(config, embedder=embedder, use_config_embedder=False)
     parts.search.index()
     tools = [i for i in parts.catalog.items() if isinstance(i, Tool)]
@@ -333,7 +372,20 @@ class SetReport:
     ratio: float
     off_topic_agent: float
     off_topic_candidates: float
+    heldout_off_agent: float
+    heldout_off_candidates: float
     seconds: float
+
+
+async def off_topic(served: Served, messages: Sequence[str]) -> tuple[float, float]:
+    """Mean agent items selected and candidate lines listed for ``messages``."""
+    agent: list[int] = []
+    candidates: list[int] = []
+    for message in messages:
+        text, out = await request_text(served, message)
+        agent.append(sum(1 for row in out.get("items", []) if row["include_mode"] == "agent"))
+        candidates.append(candidate_lines(text))
+    return statistics.fmean(agent), statistics.fmean(candidates)
 
 
 def p90(values: Sequence[int]) -> int:
@@ -354,12 +406,7 @@ async def measure(
         hits = sum(named(text, key) for key in q.gold)
         shares.append(hits / len(q.gold))
         lengths.append(estimate_tokens(text))
-    agent: list[int] = []
-    candidates: list[int] = []
-    for message in OFF_TOPIC:
-        text, out = await request_text(served, message)
-        agent.append(sum(1 for row in out.get("items", []) if row["include_mode"] == "agent"))
-        candidates.append(candidate_lines(text))
+    off = [await off_topic(served, OFF_TOPIC), await off_topic(served, OFF_TOPIC_HELDOUT)]
     listing = served.listing_tokens()
     median = statistics.median(lengths) if lengths else 0.0
     return SetReport(
@@ -371,8 +418,8 @@ async def measure(
         p90(lengths) if lengths else 0,
         listing,
         (median + own_tokens) / listing if listing else math.inf,
-        statistics.fmean(agent),
-        statistics.fmean(candidates),
+        *off[0],
+        *off[1],
         time.perf_counter() - started,
     )
 
@@ -388,10 +435,16 @@ def set_queries(spec: QuerySet, split: str, limit: int | None) -> list[EvalQuery
 
 
 def run(
-    names: Sequence[str], split: str, limit: int | None, folder: Path, cache: Path | None
+    names: Sequence[str],
+    split: str,
+    limit: int | None,
+    folder: Path,
+    cache: Path | None,
+    small_talk: bool = True,
 ) -> dict[str, Any]:
     """Every set of ``names`` (brokers built once per catalog) and the own listing;
-    embeddings kept in ``cache`` (None: this run only)."""
+    embeddings kept in ``cache`` (None: this run only); ``small_talk`` False: without the
+    small-talk check, for comparison."""
     own = own_listing(folder)
     model = build_embedder(AppConfig())
     store = SqliteEmbeddingCache(cache) if cache is not None else None
@@ -403,7 +456,7 @@ def run(
         if spec.catalog not in built:
             (folder / spec.catalog).mkdir()
             config = catalog_config(spec.catalog, folder / spec.catalog)
-            built[spec.catalog] = serve(config, embedder)
+            built[spec.catalog] = serve(config, embedder, small_talk)
         queries = set_queries(spec, split, limit)
         report = anyio.run(measure, name, built[spec.catalog], queries, own["tokens"])
         print(f"reach: {name} done in {report.seconds:.0f}s", file=sys.stderr, flush=True)
@@ -417,13 +470,14 @@ def table(result: dict[str, Any]) -> str:
         f"split {result['split']}; the broker's own tools/list: {own['tools']} tools, "
         f"{own['tokens']:,} tokens ({own['tokens_with_output']:,} with output schemas)",
         f"{'set':<16}{'queries':>8}{'named':>7}{'all':>6}{'p50 tok':>8}{'p90 tok':>8}"
-        f"{'list all':>9}{'ratio':>7}{'off: agent':>11}{'cand':>6}",
+        f"{'list all':>9}{'ratio':>7}{'off: agent':>11}{'cand':>6}{'held-out off':>13}{'cand':>6}",
     ]
     for r in result["sets"]:
         lines.append(
             f"{r['name']:<16}{r['queries']:>8}{r['named']:>7.3f}{r['all_named']:>6.2f}"
             f"{r['median_tokens']:>8,.0f}{r['p90_tokens']:>8,}{r['listing_tokens']:>9,}"
             f"{r['ratio']:>7.1%}{r['off_topic_agent']:>11.2f}{r['off_topic_candidates']:>6.2f}"
+            f"{r['heldout_off_agent']:>13.2f}{r['heldout_off_candidates']:>6.2f}"
         )
     lines.append(
         "named: share of gold items named in the text; all: share of queries with all named; "
@@ -441,10 +495,14 @@ def main() -> int:
     parser.add_argument(
         "--no-cache", action="store_true", help=f"do not keep embeddings in {CACHE.name}"
     )
+    parser.add_argument(
+        "--no-small-talk", action="store_true", help="without the small-talk check (comparison)"
+    )
     args = parser.parse_args()
     names = list(SETS) if args.which == "all" else [args.which]
     with tempfile.TemporaryDirectory() as tmp:
-        result = run(names, args.split, args.limit, Path(tmp), None if args.no_cache else CACHE)
+        cache = None if args.no_cache else CACHE
+        result = run(names, args.split, args.limit, Path(tmp), cache, not args.no_small_talk)
     print(json.dumps(result) if args.json else table(result))
     return 0
 

@@ -80,6 +80,7 @@ class SearchConfig(ConfigModel):
     conversation_weight: float = Field(1.0, ge=0.0, le=1.0)
     conversation_turns: int = Field(2, ge=0, le=8)
     query_adapter: bool = True
+    small_talk: bool = True
     threads: int | None = Field(None, ge=1)
     # Further tools a request context names one line each (contextcore/reach.py).
     reach_tokens: int = Field(1200, ge=0)

@@ -98,6 +98,7 @@ def search_settings(config: BrokerConfig) -> SearchSettings:
         conversation_weight=s.conversation_weight,
         conversation_turns=s.conversation_turns,
         query_adapter=s.query_adapter,
+        small_talk=s.small_talk,
         reach=ReachSettings(
             tokens=s.reach_tokens,
             per_server=s.reach_per_server,

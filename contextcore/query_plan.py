@@ -23,7 +23,14 @@ from dataclasses import dataclass
 from .errors import SearchInputError
 from .items import ItemRef
 
-__all__ = ["MAX_INTENTS", "MAX_INTENT_CHARS", "QueryPlan", "check_intents", "split_parts"]
+__all__ = [
+    "MAX_INTENTS",
+    "MAX_INTENT_CHARS",
+    "QueryPlan",
+    "check_intents",
+    "pieces",
+    "split_parts",
+]
 
 MAX_INTENTS = 12
 MAX_INTENT_CHARS = 500
@@ -40,12 +47,18 @@ _MIN_PART_WORDS = 3
 _MAX_PARTS = 8
 
 
+def pieces(message: str) -> list[str]:
+    """Every sentence of the message and every action chained with "then", however short
+    ("hi!" included), the first :data:`_MAX_PARTS`."""
+    cut = (_LEADING.sub("", p.strip()).strip(" ,") for p in _BOUNDARY.split(message) if p)
+    return [p for p in cut if p][:_MAX_PARTS]
+
+
 def split_parts(message: str) -> list[str]:
     """The message's parts (its sentences and the actions chained with "then"), or none when
     it is one part; parts under three words are too short to mean anything alone."""
-    pieces = (_LEADING.sub("", p.strip()).strip(" ,") for p in _BOUNDARY.split(message) if p)
-    parts = [p for p in pieces if p]
-    parts = [p for p in parts if len(p.split()) >= _MIN_PART_WORDS]
+    cut = (_LEADING.sub("", p.strip()).strip(" ,") for p in _BOUNDARY.split(message) if p)
+    parts = [p for p in cut if p and len(p.split()) >= _MIN_PART_WORDS]
     return parts[:_MAX_PARTS] if len(parts) > 1 else []
 
 

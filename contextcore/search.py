@@ -30,8 +30,9 @@ from .items import IncludeMode, ItemRef, ItemType, parse_item_type
 from .learning import UsageLearner
 from .presets import PresetName
 from .query_adapter import QueryAdapter
-from .query_plan import QueryPlan, check_intents
+from .query_plan import QueryPlan, check_intents, pieces
 from .reach import Candidate, ReachSettings, reach_pools
+from .small_talk import SmallTalk
 
 __all__ = ["MinScore", "SearchEngine", "SearchHit", "SearchMode", "SearchResult", "SearchSettings"]
 
@@ -68,6 +69,9 @@ class SearchSettings:
     together (times how much the message depends on it; 0 turns it off)."""
     conversation_turns: int = 2
     """How many earlier turns (or a host's own user messages) a request reads."""
+    small_talk: bool = True
+    """Select nothing for a request closer to small talk than to any item (see
+    :mod:`contextcore.small_talk`); it applies where relevance floors do."""
     reach: ReachSettings = field(default_factory=ReachSettings)
     """How many further tools a request context names one line each (see
     :mod:`contextcore.reach`)."""
@@ -146,6 +150,7 @@ class SearchEngine:
         self.embedder = embedder
         self.settings = settings or SearchSettings()
         self._index = ChunkIndex(cache or MemoryEmbeddingCache())
+        self.small_talk = SmallTalk()
         self._synced_version = -1
         self._lock = threading.RLock()
         # Recent messages' vectors: a follow-up's earlier messages were embedded for their
@@ -333,6 +338,9 @@ class SearchEngine:
         reach: bool = False,
     ) -> tuple[list[SearchHit], list[Candidate]]:
         view, order, raw = self._views(layout, plan, s, mask, query_vector)
+        floored = min_score is not None and s.small_talk
+        if floored and self._chatter(layout, plan, raw, view, s, mask):
+            return [], []
         pool = None
         lifted: npt.NDArray[np.bool_] | None = None
         if self.learner is not None and raw is not None:
@@ -357,6 +365,32 @@ class SearchEngine:
         steps = view.columns[:, first : first + view.steps] if view.steps else None
         given = [(h.ref, h.score) for h in hits]
         return hits, reach_pools(layout, order.fused, view.fused, steps, given, s.reach)
+
+    def _chatter(
+        self,
+        layout: Layout,
+        plan: QueryPlan,
+        raw: Vectors | None,
+        view: _View,
+        s: SearchSettings,
+        mask: npt.NDArray[np.bool_] | None,
+    ) -> bool:
+        """Whether the request is small talk: each of its own texts (not the earlier
+        messages), and each sentence of the message however short, at least as close to
+        small talk as to any item that may be selected ("hi! what time is it in Tokyo?" is
+        not: its second sentence asks for a tool)."""
+        if raw is None or self.embedder is None or layout.matrix is None:
+            return False
+        own = 1 + len(plan.parts) + len(plan.intents)
+        if not self.small_talk.judge(self.embedder, raw[:own], view.columns[:, :own].max(0)):
+            return False
+        short = [p for p in pieces(plan.message) if p not in plan.parts and p != plan.message]
+        if not short:
+            return True
+        vectors = self.embedder.embed(short)
+        dense = layout.matrix @ self._adapted(vectors, s).T
+        fused = _masked(_fused_columns(dense, _lexical_columns(layout, short), s), mask, layout)
+        return self.small_talk.judge(self.embedder, vectors, fused.max(0))
 
     def _views(
         self,

@@ -38,9 +38,11 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("reach-cache") / "embeddings.sqlite3"
 
 
-def config_file(folder: Path, extra: str = "", cache: Path | None = None) -> Path:
+def config_file(folder: Path, extra: str = "", cache: Path | None = None, search: str = "") -> Path:
+    """``search``: lines added to the ``[search]`` table."""
     path = folder / "broker.toml"
-    cached = f"[search]\nembedding_cache = {json.dumps(str(cache))}\n" if cache else ""
+    cached = f"embedding_cache = {json.dumps(str(cache))}\n" if cache else ""
+    cached = f"[search]\n{cached}{search}" if cached or search else ""
     path.write_text(
         f"{extra}\n{cached}"
         "[gateway]\nstartup_budget = 60\n"
@@ -59,9 +61,13 @@ def config_file(folder: Path, extra: str = "", cache: Path | None = None) -> Pat
 
 @asynccontextmanager
 async def broker(
-    folder: Path, extra: str = "", mode: Any = "auto", cache: Path | None = None
+    folder: Path,
+    extra: str = "",
+    mode: Any = "auto",
+    cache: Path | None = None,
+    search: str = "",
 ) -> AsyncIterator[tuple[Runtime, Client]]:
-    path = config_file(folder, extra, cache)
+    path = config_file(folder, extra, cache, search)
     config = load_config(path, environ={})
     if resolve_model_dir(config) is None:
         pytest.fail("embedding model not prepared; run scripts/setup.sh")
@@ -195,6 +201,32 @@ async def test_an_off_topic_message_selects_nothing_and_lists_no_candidates(
         assert [i for i in built["items"] if i["include_mode"] == "agent"] == []
         assert built["candidates"] == []
         assert "More tools within reach" not in built["text"]
+
+
+SMALL_TALK = ("thanks, that's all", "perfect, cheers", "good night", "hello")
+
+
+async def test_small_talk_selects_nothing_while_a_greeting_with_a_request_still_selects(
+    tmp_path: Path, cache: Path
+) -> None:
+    async with broker(tmp_path, cache=cache) as (_, client):
+        for message in SMALL_TALK:
+            built = await call(client, "build_request_context", message=message)
+            agent = [i["name"] for i in built["items"] if i["include_mode"] == "agent"]
+            assert (agent, built["candidates"]) == ([], []), message
+        built = await call(
+            client, "build_request_context", message="hi! what time is it in Tokyo right now?"
+        )
+        agent = [i["name"] for i in built["items"] if i["include_mode"] == "agent"]
+        assert "get_current_time" in agent
+        # A plan whose steps are small talk but one still selects for that one.
+        built = await call(
+            client,
+            "build_request_context",
+            message="thanks, that's all",
+            intents=["say thanks", "convert the report to a PDF"],
+        )
+        assert "convert_to_pdf" in [i["name"] for i in built["items"]]
 
 
 def test_a_candidate_is_one_line_with_what_it_does() -> None:
