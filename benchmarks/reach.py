@@ -1,8 +1,8 @@
 """Reach: which needed tools a host's model is told of, and what it pays for them.
 
     .venv/bin/python benchmarks/reach.py [--set all|mcp-bench|mcp-bench-plans|metatool-single|
-        metatool-multi|example] [--split all|dev|holdout] [--limit N] [--json] [--no-cache]
-        [--no-small-talk]
+        metatool-multi|example|reference] [--split all|dev|holdout] [--limit N] [--json]
+        [--no-cache] [--no-small-talk]
 
 A host's model reads the broker's own ``tools/list`` and the text content of
 ``build_request_context`` (ARCHITECTURE.md, "What a host's model reads"). Per query set this
@@ -34,8 +34,11 @@ Sets: the shared ones in ../shared/benchmarks (mcp-bench without and with the mo
 MetaTool single (first 500 by default) and multi), and ``example``: config.example.toml plus
 the five reference servers' tools (benchmarks/data/reference_tools.json) as ``agent``, with
 examples/queries.jsonl and examples/eval-queries.jsonl (rule and reference gold too: one is
-named by its ``### NNN name`` heading). ``--split dev|holdout`` keeps the queries whose
-sha256 of the query text is even (dev) or odd (holdout): tune on dev, quote holdout.
+named by its ``### NNN name`` heading); ``reference``: those five servers' tools alone, with
+the opening request of each of the 60 conversations of benchmarks/conversations.jsonl (gold:
+the tools it called; written for the conversation benchmark, never used to tune reach).
+``--split dev|holdout`` keeps the queries whose sha256 of the query text is even (dev) or odd
+(holdout): tune on dev, quote holdout.
 Every text the model embeds is kept in .cache/reach-embeddings.sqlite3 (``--no-cache``: not),
 so a second run costs little; the vectors, hence the texts, are the same either way.
 """
@@ -79,6 +82,7 @@ from tools.requests import BUILD_REQUEST_CONTEXT
 EXAMPLE_CONFIG = ROOT / "config.example.toml"
 CACHE = ROOT / ".cache" / "reach-embeddings.sqlite3"
 REFERENCE_TOOLS = ROOT / "benchmarks" / "data" / "reference_tools.json"
+CONVERSATIONS = ROOT / "benchmarks" / "conversations.jsonl"
 OFF_TOPIC = (
     "what's a good name for a cat?",
     "tell me a joke about penguins",
@@ -135,6 +139,7 @@ CATALOGS: dict[str, Path | None] = {
     "mcp-bench": SHARED / "mcp-bench" / "catalog.json",
     "metatool": SHARED / "metatool" / "catalog.json",
     "example": None,  # config.example.toml plus the reference servers' tools
+    "reference": None,  # the reference servers' tools alone, at defaults
 }
 SETS: dict[str, QuerySet] = {
     "mcp-bench": QuerySet("mcp-bench", (SHARED / "mcp-bench" / "queries.jsonl",)),
@@ -144,6 +149,7 @@ SETS: dict[str, QuerySet] = {
     "example": QuerySet(
         "example", (ROOT / "examples" / "queries.jsonl", ROOT / "examples" / "eval-queries.jsonl")
     ),
+    "reference": QuerySet("reference", (CONVERSATIONS,)),
 }
 
 # -- what the text names -------------------------------------------------------------------
@@ -272,6 +278,8 @@ def catalog_config(name: str, folder: Path) -> AppConfig:
         servers = {
             server: {"tools": [_catalog_tool(t) for t in tools]} for server, tools in listed.items()
         }
+        if name == "reference":
+            return config_of({"servers": servers}, folder)
         return with_catalog(
             load_config(EXAMPLE_CONFIG), agent_catalog({"servers": servers}, folder)
         )
@@ -424,9 +432,22 @@ async def measure(
     )
 
 
+def first_turns(path: Path) -> list[EvalQuery]:
+    """The opening request of each conversation of ``path`` (benchmarks/conversations.jsonl,
+    written for the reference servers), its gold the tools it called."""
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        gold = frozenset(f"tool:{key}" for key in row["called"][0])
+        out.append(EvalQuery(row["turns"][0], gold))
+    return out
+
+
 def set_queries(spec: QuerySet, split: str, limit: int | None) -> list[EvalQuery]:
     """The set's queries in file order, those of ``split``, the first ``limit`` of them."""
-    queries = [q for path in spec.queries for q in load_queries(path) if in_split(q.query, split)]
+    read = {CONVERSATIONS: first_turns}
+    every = [q for path in spec.queries for q in read.get(path, load_queries)(path)]
+    queries = [q for q in every if in_split(q.query, split)]
     limit = limit if limit is not None else spec.default_limit
     return queries[:limit] if limit else queries
 

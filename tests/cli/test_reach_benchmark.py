@@ -104,3 +104,12 @@ def test_measure_reads_the_served_text(reach: ModuleType, tmp_path: Path) -> Non
     assert report.median_tokens > 0 and report.p90_tokens >= report.median_tokens
     assert report.listing_tokens == served.listing_tokens() > 0
     assert report.ratio == pytest.approx((report.median_tokens + 100) / report.listing_tokens)
+
+
+def test_the_reference_set_is_each_conversations_opening_request(reach: ModuleType) -> None:
+    queries = reach.set_queries(reach.SETS["reference"], "all", None)
+    assert len(queries) == 60
+    first = queries[0]
+    assert first.query == "What time is it in Sydney?"
+    assert first.gold == frozenset({"tool:time/get_current_time"})
+    assert all(q.gold and all(k.startswith("tool:") for k in q.gold) for q in queries)
