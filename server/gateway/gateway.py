@@ -105,6 +105,13 @@ class Gateway:
         await self._tg.__aexit__(None, None, None)
         self._tg = None
 
+    def spawn(self, task: Callable[[], Awaitable[None]]) -> None:
+        """Run ``task`` in the gateway's task group: it outlives the request that started it
+        and is cancelled with the gateway."""
+        if self._tg is None:
+            raise GatewayError("the gateway is not running")
+        self._tg.start_soon(task)
+
     async def wait_ready(self, budget: float | None = None) -> list[str]:
         """Wait until every enabled server connected or failed its first attempt; never longer
         than the slowest server's own timeout (a hung handshake counts as failed), nor than

@@ -34,7 +34,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 from weakref import WeakKeyDictionary
 
 import anyio
@@ -44,7 +44,7 @@ from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError, NoBackChannelError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from ..transport.sdk_compat import connection_key, connection_of
 
@@ -62,6 +62,12 @@ _OWN_META = frozenset({"session_id", "progressToken", "progress_token"})
 _MODERN_KEYS = "io.modelcontextprotocol/"
 
 
+class Asker(Protocol):
+    """Where a 2026-07-28 host's call puts a question (:class:`.asking.Exchange`)."""
+
+    async def ask(self, request: types.InputRequest) -> dict[str, Any] | types.ErrorData: ...
+
+
 @dataclass(frozen=True)
 class Host:
     """The host connection that made a call: its SDK session, the id of its request (the
@@ -71,6 +77,9 @@ class Host:
     session: ServerSession
     request_id: types.RequestId
     meta: Mapping[str, Any] | None = None
+    exchange: Asker | None = None
+    """A 2026-07-28 host's call's exchange (see :mod:`.asking`): questions go in the call's
+    answer; None for a handshake-era host, asked on its connection."""
 
     @property
     def key(self) -> int:
@@ -155,6 +164,24 @@ def _refused(why: str) -> types.ErrorData:
     return types.ErrorData(code=types.METHOD_NOT_FOUND, message=why)
 
 
+async def _put(
+    exchange: Asker, request: types.InputRequest, result: type[_Answer]
+) -> _Answer | types.ErrorData:
+    """``request`` put to a 2026-07-28 host in its call's answer; its response read as
+    ``result``."""
+    answer = await exchange.ask(request)
+    if isinstance(answer, types.ErrorData):
+        return answer
+    try:
+        return result.model_validate(answer, by_name=False)
+    except ValidationError as exc:
+        return types.ErrorData(
+            code=types.INVALID_PARAMS,
+            message=f"{request.method}: the host's answer is not valid "
+            f"({exc.error_count()} errors)",
+        )
+
+
 class Relay:
     """One downstream connection's calls in flight and the hosts they were made for; its
     ``elicit``/``sample``/``list_roots``/``log`` are the client session's callbacks.
@@ -193,7 +220,7 @@ class Relay:
         host = next(iter(hosts.values()))
         if host is None:
             return self._dropped(what, f"no host can be asked during this call to {self._server!r}")
-        if asking and host.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        if asking and host.modern and host.exchange is None:
             return _refused(f"{what}: the host's connection has no channel for requests")
         return host
 
@@ -213,7 +240,10 @@ class Relay:
     async def _ask(
         self, host: Host, request: types.ServerRequest, result: type[_Answer]
     ) -> _Answer | types.ErrorData:
-        """Send ``request`` to ``host`` on its call's stream; its error comes back as is."""
+        """Send ``request`` to ``host`` on its call's stream (a 2026-07-28 host: in its call's
+        answer); its error comes back as is."""
+        if host.exchange is not None:
+            return await _put(host.exchange, request, result)
         related = ServerMessageMetadata(related_request_id=host.request_id)
         try:
             with anyio.fail_after(self._timeout):

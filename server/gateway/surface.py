@@ -7,7 +7,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 from weakref import WeakKeyDictionary
 
@@ -42,6 +42,7 @@ from ..observability import Observer
 from ..surface.tool_calls import capped_downstream, describe_validation_error, error_result
 from ..transport.sdk_compat import connection_key, connection_of
 from .arguments import schema_problem
+from .asking import Asking, Exchange, call_key
 from .call_policy import call_refusal
 from .errors import GatewayError
 from .gateway import Gateway
@@ -51,6 +52,8 @@ from .relay import Host, calling_for
 __all__ = ["GatewayDirectory", "GatewaySurface", "HostNotifier"]
 
 log = logging.getLogger(__name__)
+
+Asked = types.InputRequiredResult
 
 CALL_TOOL = "call_tool"
 _MAX_LISTENERS = 256
@@ -196,6 +199,7 @@ class GatewaySurface:
         # connection object itself (weakly), never by its id: a new connection must not
         # inherit a closed one's selection when the id is reused.
         self._selected: WeakKeyDictionary[object, tuple[str, ...]] = WeakKeyDictionary()
+        self._asking = Asking(gateway.spawn)
         self._fixed = [
             _tool(CALL_TOOL, CALL_TOOL_DESCRIPTION, CallToolArgs, None),
             _tool(LIST_SERVERS, LIST_SERVERS_DESCRIPTION, ListServersArgs, ListServersResult),
@@ -304,16 +308,29 @@ class GatewaySurface:
             k in meta for k in ("progress_token", "progressToken")
         )
         host = None if session is None or request_id is None else Host(session, request_id, meta)
-        with calling_for(host):
-            result = await self._forward(
-                checked,
-                session if wants_progress else None,
-                retry,
-                as_written=name != CALL_TOOL,
-            )
+        progress = session if wants_progress else None
+
+        async def forward(exchange: Exchange | None) -> types.CallToolResult | Asked:
+            asked = host if exchange is None or host is None else replace(host, exchange=exchange)
+            with calling_for(asked):
+                return await self._forward(checked, progress, retry, as_written=name != CALL_TOOL)
+
+        if host is not None and host.modern:
+            owner = profile.name if profile is not None else ""
+            key = call_key(name, arguments)
+            timeout = self._answer_timeout(checked.server)
+            result = await self._asking.call(owner, key, retry, forward, timeout)
+        else:
+            result = await forward(None)
         if checked.session_id is not None and isinstance(result, types.CallToolResult):
             await self._record_call(checked, result)
         return result
+
+    def _answer_timeout(self, server: str) -> float:
+        """How long a 2026-07-28 host has to answer a question of ``server``: the server's
+        ``timeout``, as a handshake-era host has."""
+        config = self.gateway.server_config(server)
+        return config.timeout if config is not None else 30.0
 
     def forwards_plainly(self, name: str, arguments: dict[str, Any]) -> bool:
         """Whether a call is a plain forward: an exposed tool, or ``call_tool`` without a

@@ -6,6 +6,9 @@ The driver writes a broker config with that URL as the one downstream server (wi
 context gives), starts ``context-broker serve`` over stdio with ``BROWSER`` set to
 ``open_url.py``, waits for the downstream's tools and calls each once through the broker.
 ``CONFORMANCE_DRIVER_DIR`` keeps the broker's files (config, token file) in a given folder.
+``CONFORMANCE_HOST=2026-07-28`` makes the host speak the 2026-07-28 wire (the MCP SDK's own
+client, which answers an ``InputRequiredResult`` with its callbacks) instead of the
+handshake.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from urllib.parse import urlsplit
 
 import anyio
 import mcp_types as types
-from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
+from mcp import Client, ClientSession, MCPError, StdioServerParameters, stdio_client
 
 HERE = Path(__file__).resolve().parent
 BROKER = str(Path(sys.executable).parent / "context-broker")
@@ -157,14 +160,20 @@ async def server_row(session: ClientSession) -> dict[str, Any]:
 BROWSER = f"{shlex.quote(sys.executable)} {shlex.quote(str(HERE / 'open_url.py'))} %s"
 
 
+MODERN = "2026-07-28"
+
+
 async def drive(
     config: Path, browser: str = BROWSER, context: dict[str, Any] | None = None
 ) -> list[str]:
     """Serve ``config`` over stdio with ``BROWSER=browser``; list and call every downstream
-    tool once. One line per call: the tool's name and its result's text."""
+    tool once. One line per call: the tool's name and its result's text. The host speaks
+    the handshake, or the 2026-07-28 wire when ``CONFORMANCE_HOST`` says so."""
     env = dict(os.environ)
     env["BROWSER"] = browser
     params = StdioServerParameters(command=BROKER, args=["serve", "--config", str(config)], env=env)
+    if os.environ.get("CONFORMANCE_HOST") == MODERN:
+        return await drive_modern(params, context or {})
     changed = [anyio.Event()]
 
     async def on_message(message: Any) -> None:
@@ -181,20 +190,57 @@ async def drive(
         ) as session,
     ):
         await session.initialize()
-        calls = []
         listed = await downstream_tools(session, changed)
-        for tool in listed:
-            arguments = given_arguments(tool, listed, context or {})
-            if arguments is None:
-                arguments = arguments_for(tool.input_schema)
-            try:
-                result = await session.call_tool(tool.name, arguments, progress_callback=progress)
-            except MCPError as exc:  # the server's JSON-RPC error, as it sent it
-                calls.append(f"{tool.name}: error {exc.error.code}: {exc.error.message}")
-                continue
-            text = " ".join(b.text for b in result.content if isinstance(b, types.TextContent))
-            calls.append(f"{tool.name}: {'error: ' if result.is_error else ''}{text}")
-        return calls
+        return await call_each(session, listed, context or {}, progress)
+
+
+async def call_each(
+    host: Any, listed: list[types.Tool], context: dict[str, Any], progress: Any
+) -> list[str]:
+    """Call each of ``listed`` once as ``host`` (a session or a client)."""
+    calls = []
+    for tool in listed:
+        arguments = given_arguments(tool, listed, context)
+        if arguments is None:
+            arguments = arguments_for(tool.input_schema)
+        try:
+            result = await host.call_tool(tool.name, arguments, progress_callback=progress)
+        except MCPError as exc:  # the server's JSON-RPC error, as it sent it
+            calls.append(f"{tool.name}: error {exc.error.code}: {exc.error.message}")
+            continue
+        text = " ".join(b.text for b in result.content if isinstance(b, types.TextContent))
+        calls.append(f"{tool.name}: {'error: ' if result.is_error else ''}{text}")
+    return calls
+
+
+async def drive_modern(params: StdioServerParameters, context: dict[str, Any]) -> list[str]:
+    """:func:`drive` with a host on the 2026-07-28 wire: it waits for the downstream's tools
+    by listing them (no notification stream needed) and answers questions the broker puts
+    in an ``InputRequiredResult``."""
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        pass
+
+    async with Client(params, mode=MODERN, elicitation_callback=accept_defaults) as client:
+        with anyio.fail_after(WAIT_FOR_TOOLS):
+            while True:
+                listed = (await client.list_tools()).tools
+                mine = [t for t in listed if t.name.startswith(f"{SERVER}__")]
+                if mine:
+                    break
+                row = await modern_server_row(client)
+                if row["state"] == "connected" and row["tool_count"] == 0:
+                    return []
+                if row["state"] != "connected" and row["last_error"]:
+                    raise SystemExit(f"the broker could not connect: {row['last_error']}")
+                await anyio.sleep(0.5)
+        return await call_each(client, mine, context, progress)
+
+
+async def modern_server_row(client: Client) -> dict[str, Any]:
+    result = await client.call_tool("list_servers", {})
+    rows = (result.structured_content or {}).get("servers", [])
+    return next(row for row in rows if row["name"] == SERVER)
 
 
 def main() -> int:

@@ -52,29 +52,36 @@ def _node_env() -> dict[str, str]:
     return env
 
 
-async def _run(scenario: str, revision: str) -> str | None:
-    """None when the scenario passed at ``revision``, else the end of its report."""
+async def _run(scenario: str, revision: str, host: str = "handshake") -> str | None:
+    """None when the scenario passed at ``revision``, else the end of its report; ``host``:
+    the era the driver's host speaks ("handshake", or "2026-07-28")."""
     command = f"{shlex.quote(sys.executable)} {shlex.quote(str(DRIVER))}"
     cmd = ["node", str(SUITE), "client", "--command", command, "--scenario", scenario]
     cmd += ["--spec-version", revision, "--timeout", "90000"]
     if scenario in EXTENSIONS + BACKCOMPAT:
         cmd.append("--force")  # not on the revision's own timeline
+    env = _node_env() | {"CONFORMANCE_HOST": host}
     with anyio.fail_after(150):
-        done = await anyio.run_process(cmd, env=_node_env(), cwd=NODE_DIR, check=False)
+        done = await anyio.run_process(cmd, env=env, cwd=NODE_DIR, check=False)
     out = done.stdout.decode() + done.stderr.decode()
     if done.returncode == 0 and "OVERALL: PASSED" in out:
         return None
-    return f"{scenario}:\n{out[-3000:]}"
+    return f"{scenario} ({host} host):\n{out[-3000:]}"
 
 
-async def test_every_oauth_client_scenario_passes_through_the_broker() -> None:
+@pytest.mark.parametrize("host", ["handshake", "2026-07-28"])
+async def test_every_oauth_client_scenario_passes_through_the_broker(host: str) -> None:
     scored = _scored_auth_scenarios("2025-11-25")
     # The 2026-07-28 set adds iss, offline_access, resource and migration checks.
     later = [s for s in _scored_auth_scenarios("2026-07-28") if s not in scored]
     assert len(scored) >= 14 and len(later) >= 10, (scored, later)
     runs = [(s, "2025-11-25") for s in scored + EXTENSIONS] + [(s, "2026-07-28") for s in later]
     runs += [(s, "2025-03-26") for s in BACKCOMPAT]
-    failures = await run_all(runs, _run)
+
+    async def run(scenario: str, revision: str) -> str | None:
+        return await _run(scenario, revision, host)
+
+    failures = await run_all(runs, run)
     assert not failures, "\n\n".join(failures)
 
 

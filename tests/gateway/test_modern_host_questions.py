@@ -1,0 +1,171 @@
+"""A 2026-07-28 host gets what a downstream asks during its call: the broker answers the
+host's call with an ``InputRequiredResult`` carrying the question, keeps the downstream's
+request waiting, and answers it when the host calls again with its ``inputResponses``.
+Through a real ``context-broker serve`` over stdio and HTTP, in front of a handshake-era
+stdio server that asks for elicitation, sampling and roots; the host is the MCP SDK's own
+client on the 2026-07-28 wire, which answers an ``InputRequiredResult`` as hosts do."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client, MCPError, StdioServerParameters
+
+from tests.gateway.test_gateway_relay import SERVER, Host
+from tests.support.broker_procs import BROKER, running_broker, server_env, write_config
+
+MODERN = "2026-07-28"
+SHORT = SERVER.replace("timeout = 20", "timeout = 3")
+
+
+def _stdio(config: Path) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=BROKER, args=["serve", "--config", str(config)], env=server_env()
+    )
+
+
+async def _arrived(client: Client) -> None:
+    with anyio.fail_after(30):
+        while "asks__ask_name" not in {t.name for t in (await client.list_tools()).tools}:
+            await anyio.sleep(0.2)
+
+
+async def _text(client: Client, tool: str, **arguments: Any) -> str:
+    with anyio.fail_after(30):
+        result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return block.text
+
+
+async def test_a_2026_host_over_stdio_answers_elicitation_sampling_and_roots(
+    tmp_path: Path,
+) -> None:
+    host = Host()
+    config = write_config(tmp_path, extra=SERVER)
+    async with Client(_stdio(config), mode=MODERN, **host.callbacks()) as client:
+        assert client.protocol_version == MODERN
+        await _arrived(client)
+        assert await _text(client, "asks__ask_name") == "accept: Ada"
+        assert await _text(client, "asks__ask_model", prompt="2+2") == "host-model: completed 2+2"
+        assert await _text(client, "asks__ask_roots") == "file:///work/project"
+
+
+async def test_a_2026_host_over_http_answers_them_too(tmp_path: Path) -> None:
+    host = Host()
+    config = write_config(tmp_path, extra=SERVER)
+    async with (
+        running_broker(config, "http") as (url, _),
+        Client(f"{url}/mcp", mode=MODERN, **host.callbacks()) as client,
+    ):
+        await _arrived(client)
+        assert await _text(client, "asks__ask_name") == "accept: Ada"
+        assert await _text(client, "asks__ask_roots") == "file:///work/project"
+
+
+async def test_the_question_comes_as_an_input_required_result_bound_to_the_call(
+    tmp_path: Path,
+) -> None:
+    host = Host()
+    config = write_config(tmp_path, extra=SERVER)
+    async with Client(_stdio(config), mode=MODERN, **host.callbacks()) as client:
+        await _arrived(client)
+        session = client.session
+        with anyio.fail_after(30):
+            first = await session.call_tool("asks__ask_name", {}, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult), first
+        assert first.request_state is not None and first.input_requests
+        ((key, asked),) = first.input_requests.items()
+        assert isinstance(asked, types.ElicitRequest)
+        answer = types.ElicitResult(action="accept", content={"name": "Grace"})
+        # The state is good for this call only: another tool's retry is refused.
+        with pytest.raises(MCPError) as refused:
+            await session.call_tool(
+                "asks__ask_roots",
+                {},
+                input_responses={key: answer},
+                request_state=first.request_state,
+                allow_input_required=True,
+            )
+        assert refused.value.error.code == types.INVALID_PARAMS
+        # A made-up state is refused as well, and the real one still answers.
+        with pytest.raises(MCPError):
+            await session.call_tool(
+                "asks__ask_name",
+                {},
+                input_responses={key: answer},
+                request_state=first.request_state[:-4] + "AAAA",
+                allow_input_required=True,
+            )
+        with anyio.fail_after(30):
+            done = await session.call_tool(
+                "asks__ask_name",
+                {},
+                input_responses={key: answer},
+                request_state=first.request_state,
+                allow_input_required=True,
+            )
+        assert isinstance(done, types.CallToolResult), done
+        block = done.content[0]
+        assert isinstance(block, types.TextContent) and block.text == "accept: Grace"
+        # Used once: the same state again is refused.
+        with pytest.raises(MCPError):
+            await session.call_tool(
+                "asks__ask_name",
+                {},
+                input_responses={key: answer},
+                request_state=first.request_state,
+                allow_input_required=True,
+            )
+
+
+async def test_a_host_that_never_answers_leaves_no_downstream_request_waiting(
+    tmp_path: Path,
+) -> None:
+    host = Host()
+    config = write_config(tmp_path, extra=SHORT)
+    async with Client(_stdio(config), mode=MODERN, **host.callbacks()) as client:
+        await _arrived(client)
+        note = tmp_path / "note.txt"
+        with anyio.fail_after(30):
+            first = await client.session.call_tool(
+                "asks__ask_or_note", {"path": str(note)}, allow_input_required=True
+            )
+        assert isinstance(first, types.InputRequiredResult)
+        with anyio.fail_after(20):  # past the server's timeout the call is given up
+            while not note.exists():
+                await anyio.sleep(0.2)
+        # The downstream's question was answered with an error or its call cancelled.
+        assert note.read_text(encoding="utf-8") in (
+            "cancelled",
+            "error -32001: the host did not answer within 3s",
+        ), note.read_text()
+        with pytest.raises(MCPError) as expired:
+            await client.session.call_tool(
+                "asks__ask_or_note",
+                {"path": str(note)},
+                input_responses={"q1": types.ElicitResult(action="accept", content={"name": "x"})},
+                request_state=first.request_state,
+                allow_input_required=True,
+            )
+        assert "expired" in expired.value.error.message
+        # The downstream is free: its next question is asked and answered as usual.
+        assert await _text(client, "asks__ask_name") == "accept: Ada"
+
+
+async def test_a_2026_host_without_the_capability_is_never_asked(tmp_path: Path) -> None:
+    config = write_config(tmp_path, extra=SERVER)
+    async with Client(_stdio(config), mode=MODERN) as client:  # declares nothing
+        await _arrived(client)
+        assert await _text(client, "asks__ask_name") == (
+            "error -32601: the host does not support form elicitation"
+        )
+        assert (
+            await _text(client, "asks__ask_roots")
+            == "error -32601: the host does not support roots"
+        )
