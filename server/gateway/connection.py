@@ -118,10 +118,12 @@ class Connection:
 
     @asynccontextmanager
     async def _lane(self, host: Host | None) -> AsyncIterator[Lane]:
-        """The session a call made for ``host`` goes over: a handshake-era one declaring the
-        host's capabilities for a handshake-era host when this server is reached on the
-        2026-07-28 wire over HTTP, else the connection's own."""
-        if host is None or host.modern or self._lanes is None:
+        """The session a call made for ``host`` goes over: over HTTP or SSE, a handshake-era
+        one declaring the host's capabilities, unless host and server both speak the
+        2026-07-28 wire (the host's ``_meta`` says them then); else the connection's own
+        (a stdio server's one session: another would be another process, with its own
+        state)."""
+        if host is None or self._lanes is None or (host.modern and self.modern):
             yield self._main
             return
         async with self._lanes.use(host.declared(), host.client_info(), self._main) as lane:
@@ -135,7 +137,7 @@ class Connection:
         return (await self._stateful_lane()).session
 
     async def _stateful_lane(self) -> Lane:
-        if self._lanes is None:
+        if self._lanes is None or not self.modern:
             return self._main
         try:
             return await self._lanes.pinned()
@@ -380,8 +382,8 @@ async def open_connection(
         await handshake(lane.session, capabilities=capabilities, client_info=info)
         return lane
 
-    modern_http = config.kind == "http" and session.discover_result is not None
-    lanes = HandshakeLanes(name, open_lane, wait=config.timeout) if modern_http else None
+    remote = config.kind in ("http", "sse")
+    lanes = HandshakeLanes(name, open_lane, wait=config.timeout) if remote else None
     return Connection(name, session, closed, stderr, link, relay, lanes)
 
 

@@ -7,6 +7,10 @@ client on the 2026-07-28 wire, which answers an ``InputRequiredResult`` as hosts
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +19,8 @@ import mcp_types as types
 import pytest
 from mcp import Client, MCPError, StdioServerParameters
 
-from tests.gateway.test_gateway_relay import SERVER, Host
+from tests.gateway.gateway_env import free_port
+from tests.gateway.test_gateway_relay import FIXTURE, SERVER, Host
 from tests.support.broker_procs import BROKER, running_broker, server_env, write_config
 
 MODERN = "2026-07-28"
@@ -169,3 +174,55 @@ async def test_a_2026_host_without_the_capability_is_never_asked(tmp_path: Path)
             await _text(client, "asks__ask_roots")
             == "error -32601: the host does not support roots"
         )
+
+
+@asynccontextmanager
+async def _remote(kind: str) -> AsyncIterator[str]:
+    """The asks_host fixture over ``kind`` ("http" or "sse"); its URL once it listens."""
+    port = free_port()
+    process = await anyio.open_process(
+        [sys.executable, str(FIXTURE), kind, str(port)], stderr=subprocess.DEVNULL
+    )
+    try:
+        with anyio.fail_after(30):
+            while True:
+                try:
+                    await (await anyio.connect_tcp("127.0.0.1", port)).aclose()
+                    break
+                except OSError:
+                    await anyio.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/{'mcp' if kind == 'http' else 'sse'}"
+    finally:
+        process.terminate()
+        await process.wait()
+
+
+@pytest.mark.parametrize("kind", ["http", "sse"])
+async def test_a_handshake_era_remote_downstream_sees_each_hosts_own_capabilities(
+    tmp_path: Path, kind: str
+) -> None:
+    async def elicit(context: Any, params: Any) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+    async def roots(context: Any) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[types.Root(uri="file:///work/project")])
+
+    async with _remote(kind) as url:
+        server = (
+            f"[gateway]\nstartup_budget = 20\n\n[servers.asks]\nurl = {url!r}\n"
+            f'transport = "{kind}"\nprotocol_version = "2025-11-25"\ninclude = "always"\n'
+            'trust = "auto"\ntimeout = 20\n'
+        )
+        config = write_config(tmp_path, extra=server)
+        async with (
+            Client(_stdio(config), mode=MODERN, elicitation_callback=elicit) as asks,
+            Client(_stdio(config), mode=MODERN, list_roots_callback=roots) as lists,
+            Client(_stdio(config), mode="legacy", list_roots_callback=roots) as older,
+        ):
+            for client in (asks, lists, older):
+                await _arrived(client)
+            assert await _text(asks, "asks__capabilities") == "elicitation"
+            assert await _text(lists, "asks__capabilities") == "roots"
+            assert await _text(older, "asks__capabilities") == "roots"
+            assert await _text(asks, "asks__ask_name") == "accept: Ada"
+            assert await _text(lists, "asks__ask_roots") == "file:///work/project"
