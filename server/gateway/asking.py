@@ -29,7 +29,7 @@ import json
 import logging
 import secrets
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,7 +50,7 @@ _SETTLE = 0.02
 
 Outcome = types.CallToolResult | types.InputRequiredResult
 Forward = Callable[["Exchange"], Awaitable[Outcome]]
-Spawn = Callable[[Callable[[], Awaitable[None]]], None]
+Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], None]
 
 
 def call_key(name: str, arguments: Mapping[str, Any] | None) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -105,7 +105,7 @@ class Gateway:
         await self._tg.__aexit__(None, None, None)
         self._tg = None
 
-    def spawn(self, task: Callable[[], Awaitable[None]]) -> None:
+    def spawn(self, task: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Run ``task`` in the gateway's task group: it outlives the request that started it
         and is cancelled with the gateway."""
         if self._tg is None:

@@ -40,7 +40,15 @@ import mcp_types as types
 from ._files import replace_private
 from .errors import PinFileError
 
-__all__ = ["LEGACY_FIELDS", "Pin", "PinSource", "PinStore", "definition_digest", "legacy_digest"]
+__all__ = [
+    "LEGACY_FIELDS",
+    "Pin",
+    "PinSource",
+    "PinStore",
+    "definition_digest",
+    "legacy_digest",
+    "listing_digest",
+]
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +72,12 @@ def definition_digest(tool: types.Tool) -> str:
     """sha256 of the canonical (sorted-key) JSON of the whole tool definition a host sees,
     name aside, as the downstream sent it (before any cleaning)."""
     return _sha256(tool.model_dump(by_alias=True, mode="json", exclude_none=True, exclude={"name"}))
+
+
+def listing_digest(definition: Any) -> str:
+    """sha256 of the canonical JSON of a prompt, resource or resource template as the
+    downstream sent it (its name or URI included: the pin is keyed by kind and that)."""
+    return _sha256(definition.model_dump(by_alias=True, mode="json", exclude_none=True))
 
 
 def legacy_digest(tool: types.Tool) -> str:

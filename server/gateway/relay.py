@@ -242,7 +242,7 @@ class Relay:
     ) -> _Answer | types.ErrorData:
         """Send ``request`` to ``host`` on its call's stream (a 2026-07-28 host: in its call's
         answer); its error comes back as is."""
-        if host.exchange is not None:
+        if host.exchange is not None and not isinstance(request, types.PingRequest):
             return await _put(host.exchange, request, result)
         related = ServerMessageMetadata(related_request_id=host.request_id)
         try:

@@ -45,7 +45,15 @@ from server.settings import AppConfig, DownstreamConfig
 from tools.gateway import FlaggedRow, HeldRow, TrustRow
 
 from .errors import PinFileError
-from .pins import LEGACY_FIELDS, Pin, PinSource, PinStore, definition_digest, legacy_digest
+from .pins import (
+    LEGACY_FIELDS,
+    Pin,
+    PinSource,
+    PinStore,
+    definition_digest,
+    legacy_digest,
+    listing_digest,
+)
 from .sanitize import CleanTool, clean_definition, clean_tool
 
 __all__ = [
@@ -170,28 +178,73 @@ class ToolGate:
     def vet(
         self, server: str, config: DownstreamConfig, rows: Sequence[_Row], key: str, kind: str
     ) -> list[_Row]:
-        """A server's prompts, resources or resource templates as hosts may see them: every
-        key and string cleaned and clipped as a tool's are; one whose ``key`` (name, URI)
-        holds hidden characters is held whatever the mode, and under ``trust = "strict"``
-        so is one flagged for hidden characters or injection phrasing (nothing but the
-        approved is shown there). ``key`` is the field, as on the wire, that asks for it.
-        Held and flagged ones are logged once."""
+        """A server's prompts, resources or resource templates as hosts may see them, weighed
+        as its tools are: every key and string cleaned and clipped as a tool's are; one whose
+        ``key`` (name, URI) holds hidden characters is held whatever the mode; under
+        ``trust = "strict"`` so is one flagged for hidden characters or injection phrasing
+        unless a person approved it. Under ``pin`` and ``strict`` each is pinned in the pin
+        file as ``<kind>:<key>`` (``prompt:review``), a changed definition is held until
+        approved (``context-broker tools approve SERVER 'prompt:review'``), and under
+        ``strict`` a new one is too. Held and
+        flagged ones are logged once."""
         max_chars = config.max_description_chars or self.limits.max_description_chars
         shown: list[_Row] = []
+        pins: dict[str, Pin] = {}
+        pending: dict[str, Any] = {}
         for row in rows:
             clean = clean_definition(row, key, max_chars)
             name = str(getattr(row, "name", ""))[:200]
-            reason = clean.hold_reason
-            if reason is None and clean.findings and config.trust == "strict":
-                kinds = ", ".join(f.kind for f in clean.findings)
-                reason = f'it looks like a prompt injection ({kinds}); trust = "strict" holds it'
+            written = row.model_dump(by_alias=True, mode="json").get(key)
+            pin_key = f"{kind}:{written}"
+            digest = listing_digest(row)
+            pin, reason = self._weigh(server, config, clean, pin_key, digest)
+            if pin is not None:
+                pins[pin_key] = pin
             if reason is not None or clean.findings:
                 what = f"held back: {reason}" if reason else "flagged, shown cleaned"
                 why = "; ".join(str(f) for f in clean.findings)
                 self._report(f"downstream {server!r}: {kind} {name!r} {what} ({why})")
             if reason is None:
                 shown.append(clean.definition)
+            if config.trust != "auto":
+                pending[pin_key] = None
+                if reason is not None and clean.hold_reason is None:
+                    definition = clean.definition.model_dump(
+                        by_alias=True, mode="json", exclude_none=True
+                    )
+                    pending[pin_key] = {
+                        "sha256": digest,
+                        "reasons": [reason],
+                        "definition": definition,
+                    }
+        if pins or pending:
+            self._record(server, pins, pending)
         return shown
+
+    def _weigh(
+        self,
+        server: str,
+        config: DownstreamConfig,
+        clean: Any,
+        pin_key: str,
+        digest: str,
+    ) -> tuple[Pin | None, str | None]:
+        """``(pin to record, reason to hold)`` for one prompt, resource or template."""
+        if clean.hold_reason is not None:
+            return None, clean.hold_reason
+        if config.trust == "auto":
+            return None, _strict_flag(config, clean)
+        pin = self.pins.pin(server, pin_key)
+        if pin is not None and pin.sha256 == digest:
+            return None, None if pin.approved == "user" else _strict_flag(config, clean)
+        if pin is not None:
+            return None, (
+                f"its definition changed since it was approved (approved sha256 "
+                f"{pin.sha256[:12]}, now {digest[:12]})"
+            )
+        if config.trust == "strict":
+            return None, 'new, not approved yet (trust = "strict" lists only approved ones)'
+        return Pin(digest, "first-sight", definition=None), _strict_flag(config, clean)
 
     def _report(self, message: str) -> None:
         if message not in self._reported:
@@ -280,6 +333,14 @@ class _Seen:
         """Fields a version-1 pin never covered that this definition has."""
         shown = self.tool.model_dump(by_alias=True, exclude_none=True)
         return sorted(set(shown) - LEGACY_FIELDS)
+
+
+def _strict_flag(config: DownstreamConfig, clean: Any) -> str | None:
+    """Why ``trust = "strict"`` holds a flagged definition nobody approved, or None."""
+    if not clean.findings or config.trust != "strict":
+        return None
+    kinds = ", ".join(f.kind for f in clean.findings)
+    return f'it looks like a prompt injection ({kinds}); trust = "strict" holds it'
 
 
 def _decide(config: DownstreamConfig, seen: _Seen) -> tuple[Pin | None, str | None]:
