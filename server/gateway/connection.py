@@ -126,7 +126,8 @@ class Connection:
         if host is None or self._lanes is None or (host.modern and self.modern):
             yield self._main
             return
-        async with self._lanes.use(host.declared(), host.client_info(), self._main) as lane:
+        owner = None if host.modern else host.key  # a handshake-era host: its own session
+        async with self._lanes.use(host.declared(), host.client_info(), self._main, owner) as lane:
             yield lane
 
     async def stateful_session(self) -> ClientSession:

@@ -1,16 +1,18 @@
-"""Handshake-era sessions with a downstream the broker reaches on the 2026-07-28 wire, for the
-calls of handshake-era hosts.
+"""Handshake-era sessions with an HTTP or SSE downstream, one per host, for hosts' calls.
 
 A host that connected with the ``initialize`` handshake (2025-11-25 and before) expects a
 downstream to behave as it does on that wire: to ask it for sampling, elicitation and roots
 during a call and to send it log messages, and to see the capabilities that host declared.
-On the 2026-07-28 wire a server cannot ask anything mid-call, so a call made for such a host
-goes to the downstream over a handshake-era session of its own: one per set of client
-capabilities and client info hosts declared, opened on first use (up to :data:`LIMIT` per
-server, the least recently used idle one closed to make room), each with its own
-:class:`~.relay.Relay`, so what the downstream asks reaches the host whose call is running.
-When every lane is busy, a call that needs a new one waits for one to go idle (bounded) and
-then gets :class:`NoRoom`, a clear error, without any session having been opened for it.
+So a call made for such a host goes to the downstream over a handshake-era session of its
+own: one per host connection, declaring that host's client capabilities and client info,
+opened on first use (up to :data:`LIMIT` per server, the least recently used idle one closed
+to make room), each with its own :class:`~.relay.Relay`, so whatever the downstream says on
+it (a question, a log message, however late) belongs to that one host: attribution by
+session, never by timing. A 2026-07-28 host's call to a server not on that wire goes over a
+session declaring its capabilities, shared by hosts that declared the same (its questions
+reach it through its call's exchange, :mod:`.asking`). When every lane is busy, a call that
+needs a new one waits for one to go idle (bounded) and then gets :class:`NoRoom`, a clear
+error, without any session having been opened for it.
 """
 
 from __future__ import annotations
@@ -68,10 +70,14 @@ OpenLane = Callable[
 """Opens a handshake-era session declaring those capabilities and client info, in a stack."""
 
 
-def lane_key(capabilities: types.ClientCapabilities, info: types.Implementation | None) -> str:
+def lane_key(
+    capabilities: types.ClientCapabilities,
+    info: types.Implementation | None,
+    owner: int | None = None,
+) -> str:
     dump = capabilities.model_dump(by_alias=True, mode="json", exclude_none=True)
     who = info.model_dump(by_alias=True, mode="json", exclude_none=True) if info else None
-    return json.dumps([dump, who], sort_keys=True)
+    return json.dumps([dump, who, owner], sort_keys=True)
 
 
 class HandshakeLanes:
@@ -107,12 +113,14 @@ class HandshakeLanes:
         capabilities: types.ClientCapabilities,
         info: types.Implementation | None,
         fallback: Lane,
+        owner: int | None = None,
     ) -> AsyncIterator[Lane]:
-        """The lane for hosts that declared ``capabilities`` and ``info``, held busy (never
-        closed for room) while the block runs; ``fallback`` (the connection's own) when the
-        server has no handshake-era sessions to give."""
+        """The lane for hosts that declared ``capabilities`` and ``info`` (and, given an
+        ``owner``, for that one host connection alone), held busy (never closed for room)
+        while the block runs; ``fallback`` (the connection's own) when the server has no
+        handshake-era sessions to give."""
         try:
-            lane = await self._get(lane_key(capabilities, info), capabilities, info)
+            lane = await self._get(lane_key(capabilities, info, owner), capabilities, info)
         except (NoHandshake, NotServing):
             lane = fallback
         lane.busy += 1

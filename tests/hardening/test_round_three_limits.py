@@ -1,6 +1,6 @@
 """Security, round three (issue 34, findings 8 and 9), through a real ``context-broker serve``
-over HTTP: limits say no cleanly. Calls of more kinds of hosts than a downstream has
-handshake-era sessions for wait for one instead of failing, and a host's resource
+over HTTP: limits say no cleanly. Calls of more hosts than a downstream has handshake-era
+sessions for (one per host connection) wait for one instead of failing, and a host's resource
 subscriptions are bounded and released downstream when it leaves."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from mcp import ClientSession, MCPError
+from mcp import Client, ClientSession, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
 from server.gateway.eras import LIMIT
@@ -78,32 +78,38 @@ async def test_a_host_beyond_the_session_bound_waits_for_a_session_instead_of_fa
         'include = "always"\ntrust = "auto"\ntimeout = 20\n'
     )
     config = write_config(tmp_path, extra="\n[gateway]\nstartup_budget = 20\n" + table)
-    async with running_broker(config, "http") as (url, _), anyio.create_task_group() as tg:
-        async with _host(url, "watcher") as watcher:
-            await _listed(watcher, "lanes__hold")
-            answers: dict[str, str] = {}
+    async with (
+        running_broker(config, "http") as (url, _),
+        # A 2026-07-28 host's calls to a 2026-07-28 server take no handshake-era session:
+        # it watches while every session is busy.
+        Client(f"{url}/mcp", mode="2026-07-28") as watcher,
+        anyio.create_task_group() as tg,
+    ):
+        with anyio.fail_after(30):
+            while "lanes__hold" not in {t.name for t in (await watcher.list_tools()).tools}:
+                await anyio.sleep(0.2)
+        answers: dict[str, str] = {}
 
-            async def call(name: str, seconds: float) -> None:
-                async with _host(url, name) as session:
-                    with anyio.fail_after(40):
-                        result = await session.call_tool("lanes__hold", {"seconds": seconds})
-                answers[name] = _text(result)
+        async def call(name: str, seconds: float) -> None:
+            async with _host(url, name) as session:
+                with anyio.fail_after(40):
+                    result = await session.call_tool("lanes__hold", {"seconds": seconds})
+            answers[name] = _text(result)
 
-            for i in range(LIMIT - 1):  # with the watcher's, every session is taken
-                tg.start_soon(call, f"busy-{i}", 4)
-            tg.start_soon(call, "watcher", 4)  # the watcher's kind: its session stays busy
+        for i in range(LIMIT):  # each host connection its own session: every one taken
+            tg.start_soon(call, f"busy-{i}", 4)
 
-            async def all_held() -> bool:
-                result = await watcher.call_tool("lanes__holding", {})
-                return json.loads(_text(result)) >= LIMIT
+        async def all_held() -> bool:
+            result = await watcher.call_tool("lanes__holding", {})
+            return bool(json.loads(_text(result)) >= LIMIT)
 
-            with anyio.fail_after(30):
-                while not await all_held():
-                    await anyio.sleep(0.1)
-            async with _host(url, "late") as late_host:  # one more kind of host
-                with anyio.fail_after(40):  # waits for a session to go idle
-                    late = await late_host.call_tool("lanes__hold", {"seconds": 0})
-        assert _text(late) == "held" and not late.is_error, late
+        with anyio.fail_after(30):
+            while not await all_held():
+                await anyio.sleep(0.1)
+        async with _host(url, "late") as late_host:  # one more host
+            with anyio.fail_after(40):  # waits for a session to go idle
+                late = await late_host.call_tool("lanes__hold", {"seconds": 0})
+    assert _text(late) == "held" and not late.is_error, late
     assert answers == {name: "held" for name in answers} and len(answers) == LIMIT
 
 

@@ -142,3 +142,37 @@ async def test_a_downstream_log_about_one_hosts_request_never_reaches_another_ho
         assert isinstance(block, types.TextContent) and block.text == "held"
         assert about not in bystander.logs, bystander.logs
         assert bystander.logs == ["holding"]
+
+
+async def test_a_late_log_about_one_hosts_call_never_reaches_another_hosts_call(
+    tmp_path: Path,
+) -> None:
+    """Over an HTTP downstream each host connection has its own downstream session, so a log
+    message the downstream sends after host A's call ended, while only host B has a call in
+    flight, is A's (and dropped, A having no call), never B's."""
+    from tests.gateway.test_modern_host_questions import _remote
+
+    async with _remote("http") as downstream:
+        table = (
+            f'\n[servers.asks]\nurl = "{downstream}"\ntransport = "http"\n'
+            'protocol_version = "2025-11-25"\ninclude = "always"\ntrust = "auto"\n'
+            "timeout = 20\n"
+        )
+        config = gateway_config(tmp_path, table)
+        async with (
+            running_broker(config, "http") as (url, _),
+            _http_host(url) as first,
+            _http_host(url) as second,
+        ):
+
+            async def listed() -> bool:
+                names = {t.name for t in (await second.session.list_tools()).tools}
+                return "asks__wait" in names
+
+            await _until(listed)
+            with anyio.fail_after(30):
+                done = await first.session.call_tool("asks__late_log", {})
+                waited = await second.session.call_tool("asks__wait", {"seconds": 2.5})
+            assert not done.is_error and not waited.is_error
+            await anyio.sleep(0.5)
+    assert "late note" not in second.logs, second.logs
