@@ -9,6 +9,7 @@ file's folder; ``CONTEXT_BROKER_<SECTION>__<KEY>`` environment variables overrid
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import tomllib
@@ -287,13 +288,28 @@ def _hint(loc: tuple[Any, ...], schema: type[BaseModel]) -> str:
         else:
             named = i % 2 == 1 and loc[0] in ("servers", "models", "profiles")
             here = f"{here}.{'NAME' if named else part}" if here else str(part)
-    tables = [t for k, t in _schema_tables(schema) if k == key and t != here]
+    known = list(_schema_tables(schema))
+    tables = [t for k, t in known if k == key and t != here]
     if not tables:
-        return ""
+        return _near(key, here, known)
     places = [
         f"[{t}] {key}" if t else f"{key} at the top level (before any [table])" for t in tables[:3]
     ]
     return f"; did you mean {' or '.join(places)}?"
+
+
+def _near(key: str, here: str, known: list[tuple[str, str]]) -> str:
+    """A suggestion for a key the schema has nowhere: ``[server.time]`` is a server under
+    ``[servers.time]``; a misspelt key or table is the known one it is closest to."""
+    if here and any(t == f"{here}s.NAME" for _, t in known):
+        return f"; did you mean [{here}s.{key}]?"
+    siblings = sorted({k for k, t in known if t == here})
+    close = difflib.get_close_matches(key, siblings, n=1, cutoff=0.75)
+    if not close:
+        return ""
+    tables = {t for _, t in known}
+    name = f"{here}.{close[0]}" if here else close[0]
+    return f"; did you mean [{name}]?" if name in tables else f"; did you mean {close[0]!r}?"
 
 
 def _secret(loc: tuple[Any, ...]) -> bool:

@@ -458,11 +458,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     try:
         return commands[args.command](args)
-    except (ContextCoreError, GatewayError, InstallError) as exc:
-        print(f"context-broker: error: {escape_lines(str(exc))}", file=sys.stderr)
-        return 2
+    except _KNOWN as exc:
+        return _said(exc)
+    except BaseExceptionGroup as group:  # raised in a task group: said as plainly
+        leaves = _leaves(group)
+        if leaves and all(isinstance(e, _KNOWN) for e in leaves):
+            return _said(*leaves)
+        if leaves and all(isinstance(e, KeyboardInterrupt) for e in leaves):
+            return 130
+        raise
     except KeyboardInterrupt:
         return 130
+
+
+_KNOWN = (ContextCoreError, GatewayError, InstallError)
+
+
+def _said(*errors: BaseException) -> int:
+    """Each error as one line on stderr (the same one once); the exit status 2."""
+    for message in dict.fromkeys(str(e) for e in errors):
+        print(f"context-broker: error: {escape_lines(message)}", file=sys.stderr)
+    return 2
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    """The exceptions a (nested) exception group holds."""
+    out: list[BaseException] = []
+    for exc in group.exceptions:
+        out += _leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc]
+    return out
 
 
 if __name__ == "__main__":

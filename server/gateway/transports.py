@@ -5,9 +5,12 @@ and log messages go to a :class:`~.relay.Relay`."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 import tempfile
 from contextlib import AsyncExitStack
+from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
@@ -22,7 +25,8 @@ from mcp.shared.message import SessionMessage
 
 from server.settings import DownstreamConfig
 
-from ..transport.sdk_compat import ReadStream
+from ..transport.sdk_compat import ReadStream, default_environment
+from .errors import GatewayError
 from .handshake import CLIENT_INFO
 from .naming import sanitize
 from .relay import Relay
@@ -100,6 +104,35 @@ def read_tail(stream: IO[bytes] | None) -> str:
     return text.strip()
 
 
+def command_problem(config: DownstreamConfig) -> str | None:
+    """Why a stdio server's ``command`` cannot be started (not on the ``PATH`` it runs with,
+    no such file, not executable), with the fix; None when it can."""
+    command = config.command or ""
+    where = Path(config.cwd) if config.cwd else Path.cwd()
+    if os.sep in command or (os.altsep and os.altsep in command):
+        path = Path(command).expanduser()
+        path = path if path.is_absolute() else where / path
+        if not path.is_file():
+            return (
+                f"command {command!r} does not exist ({str(path)!r}); give the right path "
+                "in the server's `command` (a relative one is read from its `cwd`, else the "
+                "folder the broker was started in)"
+            )
+        if not os.access(path, os.X_OK):
+            return f"command {command!r} is not executable ({str(path)!r}); chmod +x it"
+        return None
+    search = (default_environment() | dict(config.env)).get("PATH", os.defpath)
+    if shutil.which(command, path=search) is not None:
+        return None
+    shown = os.pathsep.join(search.split(os.pathsep)[:4])
+    more = " ..." if search.count(os.pathsep) >= 4 else ""
+    return (
+        f"command {command!r} is not on the PATH it runs with ({shown}{more}); install it, or "
+        "give its absolute path in the server's `command` (a host app such as Claude Desktop "
+        "starts the broker with a shorter PATH than your shell's)"
+    )
+
+
 async def open_transport(
     stack: AsyncExitStack,
     config: DownstreamConfig,
@@ -110,6 +143,9 @@ async def open_transport(
     kind = config.kind
     if kind == "stdio":
         assert config.command is not None
+        missing = command_problem(config)
+        if missing is not None:
+            raise GatewayError(missing)
         params = StdioServerParameters(
             command=config.command,
             args=list(config.args),

@@ -52,6 +52,11 @@ def _ref(row: Mapping[str, Any]) -> ItemRef:
     return ItemRef(parse_item_type(row["type"]), row["name"], row.get("server"))
 
 
+def _one_line(message: str) -> str:
+    """A driver's message on one line (libpq's run over several, indented with tabs)."""
+    return " ".join(message.split())
+
+
 class PostgresSessionStore(JsonParts):
     """A :class:`~contextcore.store.SessionStore` in a PostgreSQL database (safe across threads
     and processes)."""
@@ -105,7 +110,7 @@ class PostgresSessionStore(JsonParts):
         except (PoolTimeout, psycopg.OperationalError, psycopg.InterfaceError) as exc:
             raise StoreUnavailable(
                 f"the PostgreSQL session store at {self.where!r} cannot be used "
-                f"({scrub(str(exc).strip(), self._url)}); check that the server runs and "
+                f"({_one_line(scrub(str(exc), self._url))}); check that the server runs and "
                 "accepts connections, and [persistence] url"
             ) from None
         except psycopg.errors.ReadOnlySqlTransaction:
@@ -116,7 +121,7 @@ class PostgresSessionStore(JsonParts):
         except psycopg.Error as exc:
             raise StoreError(
                 f"the PostgreSQL session store at {self.where!r} failed: "
-                f"{scrub(str(exc).strip(), self._url)}"
+                f"{_one_line(scrub(str(exc), self._url))}"
             ) from None
 
     def _bump(self, cur: psycopg.Cursor[Any], session_id: str, counter: str, by: int) -> int:

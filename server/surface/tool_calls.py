@@ -58,7 +58,12 @@ def describe_validation_error(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors():
         where = ".".join(str(p) for p in err["loc"]) or "arguments"
-        if err["type"] == "missing":
+        if err["type"] == "missing" and where == "session_id":
+            parts.append(
+                "session_id: required argument is missing; call create_session for one (or "
+                "build_request_context without one: it names the connection's session)"
+            )
+        elif err["type"] == "missing":
             parts.append(f"{where}: required argument is missing")
         elif err["type"] == "extra_forbidden":
             parts.append(f"{where}: unknown argument; check the tool's input schema")

@@ -155,7 +155,9 @@ def guard_settings(
                 "list the names clients use to reach this server",
                 host,
             )
-            return GuardSettings((), (), token, http.max_body_bytes, cookie_key, selecting)
+            return GuardSettings(
+                (), (), token, http.max_body_bytes, cookie_key, selecting, _token_source(http)
+            )
     else:
         allowed.append(f"[{host}]" if ":" in host else host)
     allowed += LOOPBACK_HOSTS
@@ -166,7 +168,15 @@ def guard_settings(
         http.max_body_bytes,
         cookie_key,
         selecting,
+        _token_source(http),
     )
+
+
+def _token_source(http: HttpConfig) -> str:
+    """Where the bearer token is set, as a refused request is told."""
+    if http.auth_token_env:
+        return f"the environment variable {http.auth_token_env} (server.http.auth_token_env)"
+    return "server.http.auth_token"
 
 
 class _SseEndpoint:

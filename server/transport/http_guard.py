@@ -40,6 +40,8 @@ class GuardSettings:
     max_body_bytes: int
     ui_cookie_key: bytes | None = None
     profile_tokens: tuple[tuple[str, str], ...] = ()
+    token_source: str = "server.http.auth_token"
+    """Where the token comes from, as a 401 names it."""
 
 
 def profile_path(path: str, profile: str) -> str | None:
@@ -134,7 +136,7 @@ class HttpGuard:
             if login.signs_in(scope) or login.is_page(scope):
                 await login.answer(scope, receive, send)
             else:
-                await _reject(send, *self._token_refused())
+                await _reject(send, *self._token_refused(self.settings.token_source))
             return
         await self.app(scope, receive, send)
 
@@ -166,7 +168,7 @@ class HttpGuard:
                     None,
                 )
         if needs_token and self._who(headers) is None:
-            return self._token_refused()
+            return self._token_refused(self.settings.token_source)
         return None
 
     def _who(self, headers: Headers) -> str | None:
@@ -201,12 +203,12 @@ class HttpGuard:
         )
 
     @staticmethod
-    def _token_refused() -> tuple[int, str, dict[str, str]]:
+    def _token_refused(source: str) -> tuple[int, str, dict[str, str]]:
         return (
             401,
             (
                 "missing or wrong bearer token; send 'Authorization: Bearer <token>' with "
-                "the token configured in server.http.auth_token (a browser: open /ui/?token=...)"
+                f"the token configured in {source} (a browser: open /ui/?token=...)"
             ),
             {"WWW-Authenticate": 'Bearer realm="context-broker"'},
         )

@@ -1,0 +1,113 @@
+"""A user's first hour (issue 36): errors that say the fix, in one line, through the real
+``context-broker`` command and server."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from pathlib import Path
+
+import anyio
+import httpx
+from mcp import Client
+
+from server.broker import build_broker
+from server.settings import load_config
+from server.surface.mcp_server import build_server
+from tests.support.broker_procs import BROKER, running_broker, server_env, write_config
+from tests.support.hash_embedder import HashEmbedder
+
+
+def _run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [BROKER, *args], capture_output=True, text=True, timeout=120, env=server_env(), cwd=cwd
+    )
+
+
+def test_a_port_in_use_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = _run("serve", "--config", str(config), "--transport", "http", "--port", str(port))
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and "ExceptionGroup" not in done.stderr, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == (
+        f"context-broker: error: cannot listen on 127.0.0.1:{port}: Address already in use; "
+        "choose another --port"
+    )
+
+
+def test_a_missing_downstream_command_says_where_it_was_looked_for(tmp_path: Path) -> None:
+    servers = (
+        "\n[gateway]\nstartup_budget = 5\n"
+        '[servers.ghost]\ncommand = "mcp-server-nowhere-to-be-found"\n'
+        '[servers.local]\ncommand = "./bin/mcp-server-local"\n'
+    )
+    config = write_config(tmp_path, extra=servers)
+    done = _run("check", "--config", str(config), cwd=tmp_path)
+    assert done.returncode == 2
+    ghost = next(line for line in done.stdout.splitlines() if "server ghost" in line)
+    local = next(line for line in done.stdout.splitlines() if "server local" in line)
+    assert "'mcp-server-nowhere-to-be-found' is not on the PATH it runs with" in ghost
+    assert "give its absolute path" in ghost and "FileNotFoundError" not in ghost
+    assert f"'./bin/mcp-server-local' does not exist ('{tmp_path}/bin/mcp-server-local')" in local
+
+
+def test_a_misspelt_key_or_table_gets_a_suggestion(tmp_path: Path) -> None:
+    config = tmp_path / "broker.toml"
+    config.write_text(
+        '[server.time]\ncommand = "x"\n[serach]\nmode = "dense"\n[search]\ntop_nn = 3\n',
+        encoding="utf-8",
+    )
+    done = _run("check", "--config", str(config))
+    assert done.returncode != 0
+    said = done.stdout + done.stderr
+    assert "unknown key 'server.time'; did you mean [servers.time]?" in said
+    assert "unknown key 'serach'; did you mean [search]?" in said
+    assert "unknown key 'search.top_nn'; did you mean 'top_n'?" in said
+
+
+async def test_a_missing_session_id_says_how_to_get_one(tmp_path: Path) -> None:
+    config = load_config(write_config(tmp_path), environ={})
+    parts = build_broker(config, embedder=HashEmbedder())
+    async with Client(build_server(parts.broker)) as client:
+        result = await client.call_tool("list_turns", {})
+    assert result.is_error
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert "session_id: required argument is missing; call create_session" in text
+
+
+async def test_a_refused_request_names_the_variable_the_token_comes_from(
+    tmp_path: Path,
+) -> None:
+    http = '\n[server.http]\nauth_token_env = "TEAM_BROKER_TOKEN"\n'
+    config = write_config(tmp_path, extra=http)
+    env = server_env() | {"TEAM_BROKER_TOKEN": "s3cret-token-value"}
+    async with (
+        running_broker(config, "http", env=env) as (url, _),
+        httpx.AsyncClient(trust_env=False) as client,
+    ):
+        with anyio.fail_after(20):
+            refused = await client.post(f"{url}/mcp", json={})
+    assert refused.status_code == 401
+    assert "the environment variable TEAM_BROKER_TOKEN" in refused.text
+    assert "s3cret" not in refused.text
+
+
+def test_an_unreachable_postgresql_store_is_said_on_one_line(tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed again: nothing listens there
+    store = (
+        f'\n[persistence]\nbackend = "postgres"\nurl = "postgresql://u:pw@127.0.0.1:{port}/db"\n'
+    )
+    config = tmp_path / "broker.toml"
+    config.write_text("[search]\nsemantic = false\n" + store, encoding="utf-8")
+    done = _run("check", "--config", str(config))
+    said = done.stdout + done.stderr
+    line = next(x for x in said.splitlines() if "PostgreSQL session store" in x)
+    assert "\\n" not in line and "\\t" not in line and "pw" not in line, line
+    assert "Is the server running" in line or "Connection refused" in line, line
