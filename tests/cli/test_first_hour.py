@@ -111,3 +111,19 @@ def test_an_unreachable_postgresql_store_is_said_on_one_line(tmp_path: Path) -> 
     line = next(x for x in said.splitlines() if "PostgreSQL session store" in x)
     assert "\\n" not in line and "\\t" not in line and "pw" not in line, line
     assert "Is the server running" in line or "Connection refused" in line, line
+
+
+def test_the_gateway_pages_example_server_runs_after_the_serving_setup(tmp_path: Path) -> None:
+    """docs/gateway.md's first example starts ``.venv/bin/mcp-server-time``, which
+    scripts/setup.sh installs: run from the repository, ``check`` connects to it."""
+    root = Path(__file__).resolve().parents[2]
+    page = (root / "docs" / "gateway.md").read_text(encoding="utf-8")
+    example = page.split("```toml\n", 1)[1].split("```", 1)[0]
+    assert 'command = ".venv/bin/mcp-server-time"' in example
+    remote = example.index("[servers.remote]")
+    config = tmp_path / "broker.toml"
+    config.write_text("[search]\nsemantic = false\n" + example[:remote], encoding="utf-8")
+    assert "mcp-server-time" in (root / "scripts" / "setup.sh").read_text(encoding="utf-8")
+    done = _run("check", "--config", str(config), cwd=root)
+    line = next(x for x in done.stdout.splitlines() if x.startswith("server time"))
+    assert "connected, 2 tools" in line, done.stdout + done.stderr
