@@ -127,3 +127,36 @@ def test_the_gateway_pages_example_server_runs_after_the_serving_setup(tmp_path:
     done = _run("check", "--config", str(config), cwd=root)
     line = next(x for x in done.stdout.splitlines() if x.startswith("server time"))
     assert "connected, 2 tools" in line, done.stdout + done.stderr
+
+
+async def test_the_two_server_example_selects_per_request(tmp_path: Path) -> None:
+    """examples/two-servers.toml runs on the serving setup alone, from the repository:
+    each request gets the tools of its own server, small talk none."""
+    from mcp import StdioServerParameters
+
+    from tests.support.mcp_calls import call
+
+    root = Path(__file__).resolve().parents[2]
+    params = StdioServerParameters(
+        command=BROKER,
+        args=["serve", "--config", "examples/two-servers.toml"],
+        env=server_env() | {"HOME": str(tmp_path)},
+        cwd=str(root),
+    )
+
+    async def chosen(client: Client, message: str) -> set[str]:
+        built = await call(client, "build_request_context", message=message)
+        return {i["name"] for i in built["items"] if i["include_mode"] == "agent"}
+
+    async with Client(params) as client:
+        with anyio.fail_after(60):
+            while len((await call(client, "list_servers"))["servers"]) < 2 or not all(
+                s["state"] == "connected" for s in (await call(client, "list_servers"))["servers"]
+            ):
+                await anyio.sleep(0.2)
+            time = await chosen(client, "What time is it in Tokyo right now?")
+            notes = await chosen(client, "Save a note titled groceries: eggs and milk")
+            talk = await chosen(client, "thanks, that's all")
+    assert "get_current_time" in time and not time & {"add_note", "list_notes"}
+    assert "add_note" in notes and "get_current_time" not in notes
+    assert talk == set()
