@@ -1,11 +1,15 @@
 """``context-broker install``: writes the broker's entry into an MCP host's config file.
 
 The entry starts this installation's ``context-broker serve --config FILE`` with absolute
-paths. An existing file is merged (other servers and keys are kept), backed up before it is
-changed, and never overwritten when it cannot be read as a JSON object. A host file that is a
-symbolic link or not a regular file is refused.
+paths, and the environment variables given with ``--env``. An existing file is merged (other
+servers and keys are kept), backed up before it is changed, and never overwritten when it
+cannot be read as a JSON object. The file of a host that reads JSONC (VS Code) may have
+comments and trailing commas: it is edited in place, keeping them; when that cannot be done,
+it is rewritten as plain JSON and the output says its comments were not kept (the backup has
+them). A host file that is a symbolic link or not a regular file is refused.
 
-    InstallError    the host file is malformed, or the broker config is missing
+    InstallError    the host file is malformed, the broker config is missing, or an --env
+                    value is not NAME=VALUE
     (a broker config that does not load raises contextcore's ConfigError)
 """
 
@@ -13,17 +17,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from server.settings import load_config
+
+from . import _jsonc
 
 __all__ = [
     "CLIENTS",
@@ -32,18 +39,32 @@ __all__ = [
     "broker_command",
     "default_path",
     "install",
+    "parse_env",
     "server_entry",
 ]
 
 Client = Literal["claude-desktop", "cursor", "vscode", "claude-code"]
 Scope = Literal["project", "user"]
-CLIENTS: tuple[Client, ...] = ("claude-desktop", "cursor", "vscode", "claude-code")
-_LABELS: dict[Client, str] = {
-    "claude-desktop": "Claude Desktop",
-    "cursor": "Cursor",
-    "vscode": "VS Code",
-    "claude-code": "Claude Code",
+
+
+@dataclass(frozen=True)
+class _Host:
+    """How a host keeps its MCP servers."""
+
+    label: str
+    servers_key: str
+    typed: bool  # its entries name their transport ("type": "stdio")
+    jsonc: bool  # it reads comments and trailing commas in its file
+    scope: Scope  # the default scope
+
+
+_HOSTS: dict[Client, _Host] = {
+    "claude-desktop": _Host("Claude Desktop", "mcpServers", typed=False, jsonc=False, scope="user"),
+    "cursor": _Host("Cursor", "mcpServers", typed=False, jsonc=False, scope="user"),
+    "vscode": _Host("VS Code", "servers", typed=True, jsonc=True, scope="project"),
+    "claude-code": _Host("Claude Code", "mcpServers", typed=True, jsonc=False, scope="project"),
 }
+CLIENTS: tuple[Client, ...] = tuple(_HOSTS)
 
 
 class InstallError(Exception):
@@ -62,15 +83,25 @@ class InstallResult:
     action: Literal["added", "replaced", "unchanged"]
     backup: Path | None
     dry_run: bool
+    comments_kept: bool = True  # False: the file's comments are not all in what is written
 
     def describe(self) -> str:
         """One paragraph for a person: what changed where, and what to do next."""
         if self.dry_run:
-            return f"would write {self.name!r} to {self.path} ({self.action}); nothing was written"
+            lost = "" if self.comments_kept else "; some of its comments would not be kept"
+            return (
+                f"would write {self.name!r} to {self.path} ({self.action}){lost}; "
+                "nothing was written"
+            )
         if self.action == "unchanged":
             return f"{self.name!r} in {self.path} is already up to date; nothing was written"
         backup = f"; the previous file is kept as {self.backup}" if self.backup else ""
-        host = _LABELS[self.client]
+        if not self.comments_kept:
+            backup = (
+                "; some of its comments are not in the new file: the previous file, with "
+                f"them, is kept as {self.backup}"
+            )
+        host = _HOSTS[self.client].label
         return f"{self.action} {self.name!r} in {self.path}{backup}; restart {host} to load it"
 
 
@@ -99,7 +130,7 @@ def default_path(
     home = home or Path.home()
     cwd = cwd or Path.cwd()
     env = os.environ if env is None else env
-    scope = scope or ("user" if client in ("claude-desktop", "cursor") else "project")
+    scope = scope or _HOSTS[client].scope
     if client == "claude-desktop":
         if scope == "project":
             raise InstallError("Claude Desktop has no project config; leave out --scope project")
@@ -123,8 +154,31 @@ def broker_command() -> list[str]:
     return [str(Path(sys.executable).absolute()), "-m", "server.cli"]
 
 
-def server_entry(client: Client, config: Path, command: list[str] | None = None) -> dict[str, Any]:
-    """The host's entry for the broker serving ``config`` over stdio."""
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def parse_env(pairs: Iterable[str]) -> dict[str, str]:
+    """The variables of ``--env NAME=VALUE`` options (a later one of the same name wins)."""
+    env: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not _ENV_NAME.fullmatch(name):
+            raise InstallError(
+                f"--env {pair!r} is not NAME=VALUE with a variable name of letters, digits and "
+                "underscores, not starting with a digit; write it as --env API_KEY=value"
+            )
+        env[name] = value
+    return env
+
+
+def server_entry(
+    client: Client,
+    config: Path,
+    command: list[str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The host's entry for the broker serving ``config`` over stdio, started with ``env``
+    added to the host's environment."""
     config = config.expanduser().absolute()
     if not config.is_file():
         raise InstallError(
@@ -137,13 +191,11 @@ def server_entry(client: Client, config: Path, command: list[str] | None = None)
         "command": program,
         "args": [*prefix, "serve", "--config", str(config)],
     }
-    if client in ("vscode", "claude-code"):
+    if env:
+        entry["env"] = dict(env)
+    if _HOSTS[client].typed:
         entry = {"type": "stdio", **entry}
     return entry
-
-
-def _servers_key(client: Client) -> str:
-    return "servers" if client == "vscode" else "mcpServers"
 
 
 def _check_target(path: Path) -> None:
@@ -170,31 +222,71 @@ def _check_target(path: Path) -> None:
         )
 
 
-def _read_object(path: Path) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _HostFile:
+    """A host file as read: its text (None: there is no file) and its JSON object."""
+
+    text: str | None
+    data: dict[str, Any]
+    jsonc: bool  # the text needed JSONC: it has comments or trailing commas
+
+
+def _parse(path: Path, text: str, host: _Host) -> _HostFile:
+    """The file's value: plain JSON, or JSONC where the host reads it."""
+    try:
+        return _HostFile(text, json.loads(text), False)
+    except json.JSONDecodeError as exc:
+        strict = f"line {exc.lineno}, column {exc.colno}: {exc.msg}"
+    fix = "fix it or move it away, then run install again; nothing was written"
+    try:
+        relaxed = _jsonc.loads(text)
+    except ValueError as exc:
+        if host.jsonc:
+            raise InstallError(f"{str(path)!r} is not valid JSONC ({exc}); {fix}") from None
+        raise InstallError(f"{str(path)!r} is not valid JSON ({strict}); {fix}") from None
+    if not host.jsonc:
+        raise InstallError(
+            f"{str(path)!r} is not valid JSON ({strict}): it has comments or trailing commas, "
+            "which plain JSON does not allow; remove them, then run install again; nothing was "
+            "written"
+        )
+    return _HostFile(text, relaxed, True)
+
+
+def _read_host_file(path: Path, host: _Host) -> _HostFile:
     """The file's JSON object; a missing or empty file is an empty one."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return {}
+        return _HostFile(None, {}, False)
     except OSError as exc:
         raise InstallError(
             f"cannot read {str(path)!r}: {exc.strerror}; nothing was written"
         ) from exc
     if not text.strip():
-        return {}
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
+        return _HostFile(text, {}, False)
+    read = _parse(path, text, host)
+    if not isinstance(read.data, dict):
         raise InstallError(
-            f"{str(path)!r} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
-            "fix it or move it away, then run install again; nothing was written"
-        ) from exc
-    if not isinstance(data, dict):
-        raise InstallError(
-            f"{str(path)!r} holds a JSON {type(data).__name__}, not an object; fix it or move "
-            "it away, then run install again; nothing was written"
+            f"{str(path)!r} holds a JSON {type(read.data).__name__}, not an object; fix it or "
+            "move it away, then run install again; nothing was written"
         )
-    return data
+    return read
+
+
+def _new_text(current: _HostFile, key: str, name: str, entry: dict[str, Any]) -> tuple[str, bool]:
+    """The file with ``entry`` as ``[key][name]``, and whether it keeps every comment the
+    file had (a JSONC file is edited in place; when that fails, it becomes plain JSON)."""
+    merged = {**current.data, key: {**current.data.get(key, {}), name: entry}}
+    plain = json.dumps(merged, indent=2, ensure_ascii=False) + "\n"
+    if current.text is None or not current.jsonc:
+        return plain, True
+    before = _jsonc.comments(current.text)
+    edited = _jsonc.set_entry(current.text, key, name, entry, merged)
+    if edited is None:
+        return plain, before == 0
+    after = _jsonc.comments(edited)
+    return edited, before is not None and after is not None and after >= before
 
 
 def _backup_path(path: Path) -> Path:
@@ -207,13 +299,12 @@ def _backup_path(path: Path) -> Path:
     return candidate
 
 
-def _write_atomically(path: Path, data: dict[str, Any]) -> None:
+def _write_atomically(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump(data, out, indent=2, ensure_ascii=False)
-            out.write("\n")
+            out.write(text)
         if path.exists():
             shutil.copymode(path, tmp)
         os.replace(tmp, path)
@@ -231,16 +322,19 @@ def install(
     name: str = "context-broker",
     dry_run: bool = False,
     command: list[str] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> InstallResult:
-    """Merge the broker's entry into the host's config file (``path`` overrides where it is)."""
+    """Merge the broker's entry into the host's config file (``path`` overrides where it is);
+    ``env`` goes into the entry as the variables the host starts the broker with."""
     if client not in CLIENTS:
         raise InstallError(f"unknown client {client!r}; choose one of {', '.join(CLIENTS)}")
+    host = _HOSTS[client]
     target = (path or default_path(client, scope)).expanduser().absolute()
-    entry = server_entry(client, config, command)
+    entry = server_entry(client, config, command, env)
     _check_target(target)
-    data = _read_object(target)
-    key = _servers_key(client)
-    servers = data.get(key, {})
+    current = _read_host_file(target, host)
+    key = host.servers_key
+    servers = current.data.get(key, {})
     if not isinstance(servers, dict):
         raise InstallError(
             f"{str(target)!r}: {key!r} is a JSON {type(servers).__name__}, not an object of "
@@ -249,10 +343,13 @@ def install(
     action: Literal["added", "replaced", "unchanged"] = (
         "added" if name not in servers else "unchanged" if servers[name] == entry else "replaced"
     )
+    if action == "unchanged":
+        return InstallResult(client, target, key, name, entry, action, None, dry_run)
+    text, comments_kept = _new_text(current, key, name, entry)
     backup = None
-    if not dry_run and action != "unchanged":
+    if not dry_run:
         if target.exists():
             backup = _backup_path(target)
             shutil.copy2(target, backup)
-        _write_atomically(target, {**data, key: {**servers, name: entry}})
-    return InstallResult(client, target, key, name, entry, action, backup, dry_run)
+        _write_atomically(target, text)
+    return InstallResult(client, target, key, name, entry, action, backup, dry_run, comments_kept)

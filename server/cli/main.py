@@ -31,7 +31,7 @@ from ..terminal import EscapingFormatter, escape_lines
 from ..version import broker_version
 from .auth import add_parser as add_auth_parser
 from .auth import cmd_auth
-from .install import CLIENTS, InstallError, install
+from .install import CLIENTS, InstallError, install, parse_env
 from .learning import add_parsers as add_learning_parsers
 from .learning import cmd_forget, cmd_learn, learn_from_log
 from .model_setup import prepare_model_dir
@@ -236,6 +236,13 @@ def _install_parser(sub: Any) -> None:
     )
     parser.add_argument("--path", type=Path, default=None, help="the host file to write")
     parser.add_argument("--name", default="context-broker", help="the server's name")
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an environment variable the host starts the broker with (repeatable)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the entry, write nothing")
 
 
@@ -247,6 +254,7 @@ def _cmd_install(args: argparse.Namespace) -> int:
         scope=args.scope,
         name=args.name,
         dry_run=args.dry_run,
+        env=parse_env(args.env),
     )
     if args.dry_run:
         print(json.dumps({result.servers_key: {result.name: result.entry}}, indent=2))

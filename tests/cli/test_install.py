@@ -1,7 +1,8 @@
 """``context-broker install`` as a person runs it: a real subprocess writing a host's config
-file with absolute paths, merged with what is there and backed up, or only printed with
-``--dry-run``; a malformed file is refused untouched. The written entry starts a broker an MCP
-client can talk to."""
+file with absolute paths and the ``--env`` variables, merged with what is there and backed up,
+or only printed with ``--dry-run``; a malformed file or ``--env`` value is refused and nothing
+is written. The written entry starts a broker an MCP client can talk to. (JSONC files:
+test_install_jsonc.py.)"""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from server.cli.install import default_path
+from server.cli.install import CLIENTS, default_path
 from tests.support.broker_procs import BROKER, server_env
 
 OTHER = {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"]}
@@ -131,23 +132,76 @@ async def test_a_changed_entry_is_replaced_and_an_unchanged_one_left_alone(
     assert len(_backups(target)) == 1  # only the first run changed the file
 
 
-async def test_dry_run_prints_the_entry_and_writes_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("client", CLIENTS)
+async def test_dry_run_prints_the_entry_and_writes_nothing(tmp_path: Path, client: str) -> None:
     _config(tmp_path)
     target = tmp_path / "mcp.json"
-    original = json.dumps({"mcpServers": {"memory": OTHER}})
+    original = json.dumps({"mcpServers": {"memory": OTHER}, "servers": {"memory": OTHER}})
     target.write_text(original, encoding="utf-8")
 
     code, out, err = await _install(
-        tmp_path, "--client", "cursor", "--config", "broker.toml", "--path", "mcp.json", "--dry-run"
+        tmp_path, "--client", client, "--config", "broker.toml", "--path", "mcp.json", "--dry-run"
     )
 
     assert code == 0, err
-    printed = json.loads(out)
-    assert printed["mcpServers"]["context-broker"]["command"] == BROKER
+    [(key, servers)] = json.loads(out).items()
+    assert key == ("servers" if client == "vscode" else "mcpServers")
+    assert servers["context-broker"]["command"] == BROKER
     assert "nothing was written" in err
     assert target.read_text(encoding="utf-8") == original
     assert _backups(target) == []
     assert sorted(p.name for p in tmp_path.iterdir()) == ["broker.toml", "mcp.json"]
+
+
+@pytest.mark.parametrize(
+    ("client", "key"),
+    [
+        ("claude-desktop", "mcpServers"),
+        ("cursor", "mcpServers"),
+        ("vscode", "servers"),
+        ("claude-code", "mcpServers"),
+    ],
+)
+async def test_env_options_become_the_entrys_environment(
+    tmp_path: Path, client: str, key: str
+) -> None:
+    _config(tmp_path)
+    env = ("--env", "API_KEY=sk-1", "--env", "URL=http://h/?a=b", "--env", "EMPTY=")
+    base = ("--client", client, "--config", "broker.toml", "--path", "host.json", *env)
+
+    code, out, err = await _install(tmp_path, *base, "--dry-run")
+    assert code == 0, err
+    printed = json.loads(out)[key]["context-broker"]
+    assert not (tmp_path / "host.json").exists()
+
+    code, _, err = await _install(tmp_path, *base)
+    assert code == 0, err
+    entry = _read(tmp_path / "host.json")[key]["context-broker"]
+    assert entry == printed
+    assert entry["env"] == {"API_KEY": "sk-1", "URL": "http://h/?a=b", "EMPTY": ""}
+    assert entry["args"] == ["serve", "--config", str(tmp_path / "broker.toml")]
+
+
+async def test_without_env_options_the_entry_has_no_environment(tmp_path: Path) -> None:
+    _config(tmp_path)
+    code, out, err = await _install(
+        tmp_path, "--client", "cursor", "--config", "broker.toml", "--dry-run"
+    )
+    assert code == 0, err
+    assert set(json.loads(out)["mcpServers"]["context-broker"]) == {"command", "args"}
+
+
+@pytest.mark.parametrize("value", ["API_KEY", "=sk-1", "1KEY=x", "API KEY=x", "API-KEY=x"])
+async def test_a_malformed_env_value_is_an_error_and_nothing_is_written(
+    tmp_path: Path, value: str
+) -> None:
+    _config(tmp_path)
+    args = ("--client", "cursor", "--config", "broker.toml", "--path", "mcp.json")
+    code, out, err = await _install(tmp_path, *args, "--env", "GOOD=1", "--env", value)
+    assert code == 2 and out == ""
+    assert f"--env {value!r} is not NAME=VALUE" in err and "--env API_KEY=value" in err
+    assert len(err.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broker.toml"]
 
 
 @pytest.mark.parametrize(
