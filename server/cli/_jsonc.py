@@ -1,4 +1,4 @@
-"""JSONC host files, as VS Code reads them: JSON with ``//`` and ``/* */``
+"""JSONC host files, as VS Code and Gemini CLI read them: JSON with ``//`` and ``/* */``
 comments and trailing commas.
 
 They are read with ``json5`` (a superset) and changed by editing the text in place, so the

@@ -3,10 +3,10 @@
 The entry starts this installation's ``context-broker serve --config FILE`` with absolute
 paths, and the environment variables given with ``--env``. An existing file is merged (other
 servers and keys are kept), backed up before it is changed, and never overwritten when it
-cannot be read as a JSON object. The file of a host that reads JSONC (VS Code) may have
-comments and trailing commas: it is edited in place, keeping them; when that cannot be done,
-it is rewritten as plain JSON and the output says its comments were not kept (the backup has
-them). A host file that is a symbolic link or not a regular file is refused.
+cannot be read as a JSON object. The file of a host that reads JSONC (VS Code, Gemini CLI)
+may have comments and trailing commas: it is edited in place, keeping them; when that cannot
+be done, it is rewritten as plain JSON and the output says its comments were not kept (the
+backup has them). A host file that is a symbolic link or not a regular file is refused.
 
     InstallError    the host file is malformed, the broker config is missing, or an --env
                     value is not NAME=VALUE
@@ -43,7 +43,7 @@ __all__ = [
     "server_entry",
 ]
 
-Client = Literal["claude-desktop", "cursor", "vscode", "claude-code"]
+Client = Literal["claude-desktop", "cursor", "vscode", "claude-code", "gemini-cli", "generic"]
 Scope = Literal["project", "user"]
 
 
@@ -55,7 +55,7 @@ class _Host:
     servers_key: str
     typed: bool  # its entries name their transport ("type": "stdio")
     jsonc: bool  # it reads comments and trailing commas in its file
-    scope: Scope  # the default scope
+    scope: Scope | None  # the default scope; None: no file of its own, only --path
 
 
 _HOSTS: dict[Client, _Host] = {
@@ -63,6 +63,8 @@ _HOSTS: dict[Client, _Host] = {
     "cursor": _Host("Cursor", "mcpServers", typed=False, jsonc=False, scope="user"),
     "vscode": _Host("VS Code", "servers", typed=True, jsonc=True, scope="project"),
     "claude-code": _Host("Claude Code", "mcpServers", typed=True, jsonc=False, scope="project"),
+    "gemini-cli": _Host("Gemini CLI", "mcpServers", typed=False, jsonc=True, scope="user"),
+    "generic": _Host("the host that reads it", "mcpServers", typed=False, jsonc=False, scope=None),
 }
 CLIENTS: tuple[Client, ...] = tuple(_HOSTS)
 
@@ -125,12 +127,18 @@ def default_path(
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
 ) -> Path:
-    """The host's config file for ``scope`` (default: user for Claude Desktop and Cursor,
-    project for VS Code and Claude Code; project files are under ``cwd``)."""
+    """The host's config file for ``scope`` (default: user for Claude Desktop, Cursor and
+    Gemini CLI, project for VS Code and Claude Code; project files are under ``cwd``). The
+    generic target has none: it writes only the file given with ``--path``."""
     home = home or Path.home()
     cwd = cwd or Path.cwd()
     env = os.environ if env is None else env
     scope = scope or _HOSTS[client].scope
+    if client == "generic" or scope is None:
+        raise InstallError(
+            "--client generic writes a standard mcp.json file of your choice; pass --path FILE "
+            "(an existing file is merged)"
+        )
     if client == "claude-desktop":
         if scope == "project":
             raise InstallError("Claude Desktop has no project config; leave out --scope project")
@@ -141,6 +149,8 @@ def default_path(
         if scope == "project":
             return cwd / ".vscode" / "mcp.json"
         return _user_config_dir(platform, home, env) / "Code" / "User" / "mcp.json"
+    if client == "gemini-cli":
+        return (home if scope == "user" else cwd) / ".gemini" / "settings.json"
     return cwd / ".mcp.json" if scope == "project" else home / ".claude.json"
 
 

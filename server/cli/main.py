@@ -232,9 +232,14 @@ def _install_parser(sub: Any) -> None:
         choices=["project", "user"],
         default=None,
         help="project file (under the current folder) or the user's; default: user for "
-        "claude-desktop and cursor, project for vscode and claude-code",
+        "claude-desktop, cursor and gemini-cli, project for vscode and claude-code",
     )
-    parser.add_argument("--path", type=Path, default=None, help="the host file to write")
+    parser.add_argument(
+        "--path",
+        type=Path,
+        default=None,
+        help="the host file to write (required for generic, a standard mcp.json)",
+    )
     parser.add_argument("--name", default="context-broker", help="the server's name")
     parser.add_argument(
         "--env",

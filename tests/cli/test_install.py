@@ -15,7 +15,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from server.cli.install import CLIENTS, default_path
+from server.cli.install import CLIENTS, InstallError, default_path
 from tests.support.broker_procs import BROKER, server_env
 
 OTHER = {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"]}
@@ -57,6 +57,8 @@ def _backups(path: Path) -> list[Path]:
         ("cursor", "mcpServers", None),
         ("vscode", "servers", "stdio"),
         ("claude-code", "mcpServers", "stdio"),
+        ("gemini-cli", "mcpServers", None),
+        ("generic", "mcpServers", None),
     ],
 )
 async def test_each_host_gets_its_own_format_with_absolute_paths(
@@ -82,6 +84,7 @@ async def test_each_host_gets_its_own_format_with_absolute_paths(
         ("vscode", ".vscode/mcp.json"),
         ("claude-code", ".mcp.json"),
         ("cursor", "home/.cursor/mcp.json"),
+        ("gemini-cli", "home/.gemini/settings.json"),
     ],
 )
 async def test_without_path_the_hosts_own_file_is_written(
@@ -153,6 +156,14 @@ async def test_dry_run_prints_the_entry_and_writes_nothing(tmp_path: Path, clien
     assert sorted(p.name for p in tmp_path.iterdir()) == ["broker.toml", "mcp.json"]
 
 
+async def test_the_generic_target_needs_a_path(tmp_path: Path) -> None:
+    _config(tmp_path)
+    code, out, err = await _install(tmp_path, "--client", "generic", "--config", "broker.toml")
+    assert code == 2 and out == ""
+    assert "pass --path FILE" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broker.toml"]
+
+
 @pytest.mark.parametrize(
     ("client", "key"),
     [
@@ -160,6 +171,8 @@ async def test_dry_run_prints_the_entry_and_writes_nothing(tmp_path: Path, clien
         ("cursor", "mcpServers"),
         ("vscode", "servers"),
         ("claude-code", "mcpServers"),
+        ("gemini-cli", "mcpServers"),
+        ("generic", "mcpServers"),
     ],
 )
 async def test_env_options_become_the_entrys_environment(
@@ -185,7 +198,7 @@ async def test_env_options_become_the_entrys_environment(
 async def test_without_env_options_the_entry_has_no_environment(tmp_path: Path) -> None:
     _config(tmp_path)
     code, out, err = await _install(
-        tmp_path, "--client", "cursor", "--config", "broker.toml", "--dry-run"
+        tmp_path, "--client", "gemini-cli", "--config", "broker.toml", "--dry-run"
     )
     assert code == 0, err
     assert set(json.loads(out)["mcpServers"]["context-broker"]) == {"command", "args"}
@@ -307,3 +320,14 @@ def test_user_scope_files_of_the_editors() -> None:
     )
     assert default_path("claude-code", home=home, cwd=cwd) == cwd / ".mcp.json"
     assert default_path("claude-code", "user", home=home, cwd=cwd) == home / ".claude.json"
+    assert default_path("gemini-cli", home=home, cwd=cwd) == home / ".gemini" / "settings.json"
+    assert (
+        default_path("gemini-cli", "project", home=home, cwd=cwd)
+        == cwd / ".gemini" / "settings.json"
+    )
+
+
+@pytest.mark.parametrize("scope", [None, "user", "project"])
+def test_the_generic_target_has_no_file_of_its_own(scope: str | None) -> None:
+    with pytest.raises(InstallError, match="pass --path FILE"):
+        default_path("generic", scope)  # type: ignore[arg-type]

@@ -1,4 +1,4 @@
-"""``context-broker install`` on the JSONC files of VS Code, as a person runs it:
+"""``context-broker install`` on the JSONC files of VS Code and Gemini CLI, as a person runs it:
 comments and trailing commas are read, the entry is added by an edit in place that keeps every
 other character, and when comments cannot all be kept the output says so and names the backup
 that has them."""
@@ -29,6 +29,14 @@ VSCODE = """\
 \t\t// "old": {"command": "old-server"},
 \t},
 \t"inputs": [{"id": "token", "type": "promptString", "password": true,},],
+}
+"""
+
+GEMINI = """\
+{
+  // my Gemini CLI settings
+  "ui": {"theme": "GitHub"},
+  "general": {"vimMode": true}, /* keep vim */
 }
 """
 
@@ -89,6 +97,21 @@ async def test_a_vscode_file_with_comments_and_trailing_commas_keeps_them(tmp_pa
     assert backup.read_text(encoding="utf-8") == VSCODE
     assert out.startswith(f"added 'context-broker' in {target}; the previous file is kept as")
     assert "comments" not in out
+
+
+async def test_a_gemini_cli_settings_file_with_comments_keeps_them(tmp_path: Path) -> None:
+    _config(tmp_path)
+    target = _write(tmp_path / "home" / ".gemini" / "settings.json", GEMINI)
+
+    code, out, err = await _install(tmp_path, "--client", "gemini-cli", "--config", "broker.toml")
+
+    assert code == 0, err
+    text = target.read_text(encoding="utf-8")
+    assert _only_inserted(GEMINI, text)
+    data = json5.loads(text)
+    assert data["mcpServers"] == {"context-broker": _entry(tmp_path)}
+    assert data["ui"] == {"theme": "GitHub"} and data["general"] == {"vimMode": True}
+    assert "restart Gemini CLI" in out
 
 
 async def test_a_second_run_on_a_jsonc_file_changes_nothing(tmp_path: Path) -> None:
@@ -191,9 +214,9 @@ async def test_a_broken_jsonc_file_is_refused_with_where_and_left_untouched(
 ) -> None:
     _config(tmp_path)
     original = '{\n  // mine\n  "servers": {\n    "memory": {"command": "npx"}\n'
-    target = _write(tmp_path / ".vscode" / "mcp.json", original)
+    target = _write(tmp_path / "home" / ".gemini" / "settings.json", original)
 
-    code, out, err = await _install(tmp_path, "--client", "vscode", "--config", "broker.toml")
+    code, out, err = await _install(tmp_path, "--client", "gemini-cli", "--config", "broker.toml")
 
     assert code == 2 and out == ""
     assert f"{str(target)!r} is not valid JSONC (line 5, column 1" in err
@@ -202,7 +225,7 @@ async def test_a_broken_jsonc_file_is_refused_with_where_and_left_untouched(
     assert _backups(target) == []
 
 
-@pytest.mark.parametrize("client", ["claude-desktop", "cursor", "claude-code"])
+@pytest.mark.parametrize("client", ["claude-desktop", "cursor", "claude-code", "generic"])
 async def test_a_host_that_reads_plain_json_refuses_comments_untouched(
     tmp_path: Path, client: str
 ) -> None:
