@@ -38,6 +38,9 @@ from typing import Any
 
 import anyio
 from _common import SHARED, CachedEmbedder
+from context_broker.server.embedding import build_embedder, default_model_dir
+from context_broker.server.gateway.naming import assign_names
+from context_broker.server.settings import AppConfig
 from mcp import Client, StdioServerParameters
 from relevance import EXAMPLE_QUERIES, NamedTools, five_servers
 from tokenizers import Tokenizer
@@ -50,9 +53,6 @@ from contextcore.loaders import load_catalog_json
 from contextcore.search import SearchEngine
 from contextcore.services.broker import ContextBroker
 from contextcore.services.evaluation import EvalQuery, load_queries
-from server.embedding import build_embedder, default_model_dir
-from server.gateway.naming import assign_names
-from server.settings import AppConfig
 
 REGISTRY = SHARED / "mcp-registry" / "catalog.json"
 METATOOL = SHARED / "metatool"

@@ -35,6 +35,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common  # noqa: F401  (puts the repository on sys.path, BLAS single-threaded)
+from context_broker.server.embedding import build_embedder
+from context_broker.server.settings import AppConfig
 
 from contextcore.call_record import call_messages
 from contextcore.catalog import Catalog
@@ -44,8 +46,6 @@ from contextcore.items import ItemRef, Tool
 from contextcore.services.broker import ContextBroker
 from contextcore.sessions import RequestContext
 from contextcore.store import MessageRecord
-from server.embedding import build_embedder
-from server.settings import AppConfig
 
 HERE = Path(__file__).resolve().parent
 CONVERSATIONS = HERE / "conversations.jsonl"

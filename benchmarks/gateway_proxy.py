@@ -15,15 +15,15 @@ Measured in one run, each with an SDK client over stdio unless noted:
 - line relay:        client → a Python process that only copies lines both ways → time
                      (the floor for any proxy written in Python)
 
-Every broker is ``python -m server.cli serve`` run with this venv's python from its checkout
-(cwd and PYTHONPATH), so it imports that checkout's code. With ``--baseline DIR``, another
-checkout of the project (``git worktree add /tmp/baseline <commit>``; it needs no venv of its
-own), "before stdio" and "before http" are the broker stdio and broker http rows for DIR's
-code, measured in the same run, taking turns with the others; the commit of each checkout is
-printed (``+``: with uncommitted changes), and a broker that would not import its checkout's
-code stops the run. A last table gives, for stdio and http, the ratio to direct at p50 and
-p95 before and after, and after/before: what the change costs ("per-block": the median over
-blocks of after's p50 over before's, blocks measured moments apart).
+Every broker is ``python -m context_broker.server.cli serve`` run with this venv's python from
+its checkout (cwd and PYTHONPATH), so it imports that checkout's code. With ``--baseline DIR``,
+another checkout of the project (``git worktree add /tmp/baseline <commit>``; it needs no venv
+of its own), "before stdio" and "before http" are the broker stdio and broker http rows for
+DIR's code, measured in the same run, taking turns with the others; the commit of each checkout
+is printed (``+``: with uncommitted changes), and a broker that would not import its checkout's
+code stops the run. A last table gives, for stdio and http, the ratio to direct at p50 and p95
+before and after, and after/before: what the change costs ("per-block": the median over blocks
+of after's p50 over before's, blocks measured moments apart).
 
 All paths stay connected for the whole run and take turns in blocks of 25 calls, so a noisy
 neighbour slows them alike; the ratio column is p50 over direct's p50 (broker http's too: a
@@ -64,16 +64,21 @@ import anyio
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from context_broker.server.gateway import Gateway
+from context_broker.server.settings import DownstreamConfig
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from contextcore.catalog import Catalog
-from server.gateway import Gateway
-from server.settings import DownstreamConfig
 
 TIME = str(Path(sys.executable).parent / "mcp-server-time")
 BROKER = sys.executable
-SERVE = ["-m", "server.cli", "serve", "--config"]  # the broker of the checkout run from
+SERVE = [
+    "-m",
+    "context_broker.server.cli",
+    "serve",
+    "--config",
+]  # the broker of the checkout run from
 NODE_BIN = ROOT / "tests" / "downstream" / "node_modules" / ".bin"
 BENCH_PY = ROOT / ".venv-bench" / "bin" / "python"
 ARGS = {"timezone": "Asia/Tokyo"}

@@ -13,14 +13,14 @@ import tempfile
 from pathlib import Path
 
 from _common import SHARED, median, timed
+from context_broker.server.embedding import FastEmbedEmbedder, resolve_model_dir
+from context_broker.server.settings import AppConfig
 
 from contextcore.catalog import Catalog
 from contextcore.chunking import item_chunks
 from contextcore.embedding_cache import SqliteEmbeddingCache
 from contextcore.loaders import load_catalog_json
 from contextcore.search import SearchEngine
-from server.embedding import FastEmbedEmbedder, resolve_model_dir
-from server.settings import AppConfig
 
 
 def main() -> None:

@@ -36,6 +36,8 @@ from pathlib import Path
 
 import numpy as np
 from _common import ROOT, SHARED, median
+from context_broker.server.embedding import build_embedder
+from context_broker.server.settings import AppConfig
 from search_latency import RandomEmbedder, synthetic_tools
 
 from contextcore.catalog import Catalog
@@ -50,8 +52,6 @@ from contextcore.services.broker import ContextBroker
 from contextcore.services.evaluation import EvalQuery, load_queries
 from contextcore.store import SessionStore
 from contextcore.usage import read_usage_log
-from server.embedding import build_embedder
-from server.settings import AppConfig
 
 META = SHARED / "metatool"
 OUT = ROOT / "benchmarks" / "out"
@@ -293,7 +293,7 @@ def search_cost(queries: int = 300) -> None:
 def record_cost(events: int = 300) -> None:
     """record_usage p50 per store, and its parts: the learner update alone, and the store's
     append alone (with SQLite in WAL mode and synchronous=FULL, one fsync per commit)."""
-    from server.stores.sqlite import SqliteSessionStore
+    from context_broker.server.stores.sqlite import SqliteSessionStore
 
     with tempfile.TemporaryDirectory() as tmp:
         stores: dict[str, SessionStore] = {

@@ -28,13 +28,14 @@ def _status(field: str) -> float:
 
 
 def child(chunks: int, batch_size: int, cache: Path) -> None:
+    from context_broker.server.embedding import FastEmbedEmbedder, resolve_model_dir
+    from context_broker.server.settings import AppConfig
+
     from contextcore.catalog import Catalog
     from contextcore.embedding_cache import SqliteEmbeddingCache
     from contextcore.items import Tool
     from contextcore.loaders import load_catalog_json
     from contextcore.search import SearchEngine
-    from server.embedding import FastEmbedEmbedder, resolve_model_dir
-    from server.settings import AppConfig
 
     registry = load_catalog_json(SHARED / "mcp-registry" / "catalog.json")
     words = [w for t in registry for w in t.description.split()]

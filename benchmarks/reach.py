@@ -61,6 +61,13 @@ from typing import Any
 
 import anyio
 from _common import ROOT, SHARED, CachedEmbedder
+from context_broker.server.broker import build_broker
+from context_broker.server.embedding import build_embedder
+from context_broker.server.gateway.naming import assign_names
+from context_broker.server.runtime import build_runtime
+from context_broker.server.settings import AppConfig, load_config
+from context_broker.server.surface.tool_calls import ToolRunner
+from context_broker.tools.requests import BUILD_REQUEST_CONTEXT
 from mcp import Client, types
 
 from contextcore.context_text import estimate_tokens
@@ -71,13 +78,6 @@ from contextcore.embedding_cache import (
 from contextcore.items import ItemRef, Tool
 from contextcore.services.evaluation import EvalQuery, load_queries
 from contextcore.services.history import HistoryService
-from server.broker import build_broker
-from server.embedding import build_embedder
-from server.gateway.naming import assign_names
-from server.runtime import build_runtime
-from server.settings import AppConfig, load_config
-from server.surface.tool_calls import ToolRunner
-from tools.requests import BUILD_REQUEST_CONTEXT
 
 EXAMPLE_CONFIG = ROOT / "config.example.toml"
 CACHE = ROOT / ".cache" / "reach-embeddings.sqlite3"

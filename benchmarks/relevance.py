@@ -28,6 +28,9 @@ from typing import Any
 
 import anyio
 from _common import ROOT, SHARED
+from context_broker.server.embedding import build_embedder
+from context_broker.server.gateway import Gateway
+from context_broker.server.settings import AppConfig, load_config
 from gateway_proxy import _five_servers
 
 from contextcore.catalog import Catalog
@@ -41,9 +44,6 @@ from contextcore.query_adapter import load_query_adapter
 from contextcore.search import SearchEngine, SearchHit
 from contextcore.services.broker import ContextBroker
 from contextcore.services.evaluation import EvalQuery, load_queries
-from server.embedding import build_embedder
-from server.gateway import Gateway
-from server.settings import AppConfig, load_config
 
 SETS = ("metatool/queries-single.jsonl", "metatool/queries-multi.jsonl")
 EXAMPLE_CONFIG = ROOT / "config.example.toml"

@@ -26,6 +26,8 @@ import time
 from dataclasses import replace
 
 from _common import SHARED, CachedEmbedder
+from context_broker.server.embedding import build_embedder
+from context_broker.server.settings import AppConfig
 
 from contextcore.catalog import Catalog
 from contextcore.items import ContextItem
@@ -33,8 +35,6 @@ from contextcore.loaders import load_catalog_json
 from contextcore.query_adapter import load_query_adapter
 from contextcore.search import SearchEngine, SearchSettings
 from contextcore.services.evaluation import EvalQuery, evaluate, load_queries
-from server.embedding import build_embedder
-from server.settings import AppConfig
 
 SETS = {
     "metatool-single": ("metatool/queries-single.jsonl", ()),

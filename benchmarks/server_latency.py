@@ -19,8 +19,8 @@ from mcp import Client, StdioServerParameters
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from server.broker import build_broker
-from server.settings import load_config
+from context_broker.server.broker import build_broker
+from context_broker.server.settings import load_config
 
 _TOPICS = [
     "database migrations",

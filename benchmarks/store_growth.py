@@ -27,14 +27,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from context_broker.server.broker import build_broker
+from context_broker.server.settings import AppConfig
+from context_broker.server.stores.sqlite import SqliteSessionStore
+
 from contextcore.call_record import ProxiedCall
 from contextcore.config import HistoryConfig
 from contextcore.services.history import HistoryService
 from contextcore.sessions import Session
 from contextcore.store import SessionStore
-from server.broker import build_broker
-from server.settings import AppConfig
-from server.stores.sqlite import SqliteSessionStore
 from tests.support.hash_embedder import HashEmbedder
 
 SMALL_MESSAGES, BIG_MESSAGES = 10, 10_000
@@ -212,7 +213,7 @@ def _run(args: argparse.Namespace) -> int:
         _report("sqlite (WAL, synchronous=FULL)", result)
         ok = ok and _passed(result)
     if args.postgres_url:
-        from server.stores.postgres import PostgresSessionStore
+        from context_broker.server.stores.postgres import PostgresSessionStore
 
         pg = PostgresSessionStore(args.postgres_url)
         result = measure(pg, args.reps)

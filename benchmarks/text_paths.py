@@ -30,6 +30,8 @@ import json
 from collections.abc import Callable
 
 from _common import timed
+from context_broker.server.broker import build_broker
+from context_broker.server.settings import AppConfig
 
 from contextcore.chunking import item_chunks
 from contextcore.config import HistoryConfig, InlineItem, LimitsConfig
@@ -37,8 +39,6 @@ from contextcore.history import ExtractiveSummarizer
 from contextcore.items import Rule
 from contextcore.lexical import Bm25Index
 from contextcore.services.history import HistoryService
-from server.broker import build_broker
-from server.settings import AppConfig
 from tests.support.hash_embedder import HashEmbedder
 
 UNITS = {

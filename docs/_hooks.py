@@ -333,7 +333,7 @@ def _heading(table: str, array: bool) -> str:
 
 def config_reference(example: str | None = None) -> str:
     """Markdown: one section per table of the config file, one row per key."""
-    from server.settings import AppConfig
+    from context_broker.server.settings import AppConfig
 
     text = EXAMPLE.read_text("utf-8") if example is None else example
     comments = example_comments(text, AppConfig)
@@ -377,7 +377,7 @@ def _section(
 
 def config_keys() -> list[str]:
     """Every dotted key the config reference shows a row for (named tables as ``NAME``)."""
-    from server.settings import AppConfig
+    from context_broker.server.settings import AppConfig
 
     return [
         f"{table}.{key}" if table else key
@@ -458,9 +458,9 @@ class ToolEntry:
 
 def tool_entries() -> list[ToolEntry]:
     """Every tool the broker answers, in the order hosts list them."""
-    from server.gateway.surface import CALL_TOOL, LIST_SERVERS
-    from server.surface.mcp_server import MODEL_TOOLS, TOOLS
-    from tools.gateway import (
+    from context_broker.server.gateway.surface import CALL_TOOL, LIST_SERVERS
+    from context_broker.server.surface.mcp_server import MODEL_TOOLS, TOOLS
+    from context_broker.tools.gateway import (
         CALL_TOOL_DESCRIPTION,
         LIST_SERVERS_DESCRIPTION,
         CallToolArgs,
@@ -546,7 +546,7 @@ def _commands(parser: Any, prefix: str) -> Iterator[tuple[str, Any]]:
 def cli_commands() -> list[tuple[str, Any]]:
     """(``context-broker SUBCOMMAND ...``, its parser) for the command and each subcommand
     (``tools status`` and ``tools list`` are one parser each)."""
-    from server.cli.main import _parser
+    from context_broker.server.cli.main import _parser
 
     # The parser writes the variable's value into the help of --config: render it unset.
     saved = os.environ.pop("CONTEXT_BROKER_CONFIG", None)

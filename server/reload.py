@@ -24,14 +24,14 @@ from typing import Any
 import anyio
 import anyio.abc
 import anyio.to_thread
+from context_broker.server.broker import AppParts as BrokerParts
+from context_broker.server.settings import AppConfig, DownstreamConfig, load_config
 from watchfiles import Change, awatch
 
 from contextcore.catalog import Catalog
 from contextcore.errors import ContextCoreError
 from contextcore.factory import load_items, search_settings
 from contextcore.items import ContextItem, ItemRef
-from server.broker import AppParts as BrokerParts
-from server.settings import AppConfig, DownstreamConfig, load_config
 
 from .gateway import Gateway, GatewayError, resolve_servers
 from .gateway.server_state import ServerChanges

@@ -20,6 +20,8 @@ def _modules() -> dict[str, Path]:
             parts = list(path.relative_to(ROOT).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts.pop()
+            if package != "contextcore":  # installed as context_broker.server, ...tools
+                parts.insert(0, "context_broker")
             out[".".join(parts)] = path
     return out
 

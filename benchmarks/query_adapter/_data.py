@@ -11,11 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
+from context_broker.server.embedding import FastEmbedEmbedder, resolve_model_dir
+from context_broker.server.settings import AppConfig
 
 from contextcore.chunking import chunk_text
 from contextcore.metrics import ndcg_at
-from server.embedding import FastEmbedEmbedder, resolve_model_dir
-from server.settings import AppConfig
 
 Matrix = npt.NDArray[np.float32]
 DEFAULT_CACHE = Path(".cache/query-adapter-embeddings.npz")

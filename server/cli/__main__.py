@@ -1,4 +1,4 @@
-"""``python -m server.cli``: the same command line as the ``context-broker`` script."""
+"""``python -m context_broker.server.cli``: the command line of the ``context-broker`` script."""
 
 from .main import main
 

@@ -22,8 +22,7 @@ from contextlib import AsyncExitStack, contextmanager
 from typing import Any
 
 import anyio
-
-from server.settings import AppConfig, DownstreamConfig, load_config
+from context_broker.server.settings import AppConfig, DownstreamConfig, load_config
 
 from ..gateway.connection import open_connection
 from ..gateway.errors import GatewayError, UnknownServerError

@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from context_broker.server.broker import build_broker
+from context_broker.server.embedding import resolve_model_dir
+from context_broker.server.settings import load_config
+
 from contextcore.errors import ContextCoreError
-from server.broker import build_broker
-from server.embedding import resolve_model_dir
-from server.settings import load_config
 
 from ..gateway import GatewayError
 from ..gateway.servers_file import survey_servers

@@ -28,7 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from server.settings import load_config
+from context_broker.server.settings import load_config
 
 from . import _jsonc
 
@@ -161,7 +161,7 @@ def broker_command() -> list[str]:
         script = scripts / name
         if script.is_file():
             return [str(script.absolute())]
-    return [str(Path(sys.executable).absolute()), "-m", "server.cli"]
+    return [str(Path(sys.executable).absolute()), "-m", "context_broker.server.cli"]
 
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

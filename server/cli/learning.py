@@ -8,13 +8,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from context_broker.server.broker import AppParts as BrokerParts
+from context_broker.server.broker import build_broker
+from context_broker.server.settings import AppConfig, load_config
+
 from contextcore.factory import build_learner
 from contextcore.learning import LearningSettings, UsageLearner
 from contextcore.search import SearchEngine
 from contextcore.usage import read_usage_log
-from server.broker import AppParts as BrokerParts
-from server.broker import build_broker
-from server.settings import AppConfig, load_config
 
 __all__ = ["add_parsers", "cmd_forget", "cmd_learn", "learn_from_log"]
 

@@ -16,15 +16,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from context_broker.server.broker import build_broker
+from context_broker.server.embedding import FastEmbedEmbedder, default_model_dir, resolve_model_dir
+from context_broker.server.settings import AppConfig, load_config
+
 from contextcore.catalog import Catalog
 from contextcore.config import ToolSurface
 from contextcore.errors import ConfigError, ContextCoreError
 from contextcore.factory import build_search
 from contextcore.loaders import load_catalog_json
 from contextcore.services.evaluation import EvalReport, evaluate, load_queries
-from server.broker import build_broker
-from server.embedding import FastEmbedEmbedder, default_model_dir, resolve_model_dir
-from server.settings import AppConfig, load_config
 
 from ..gateway import GatewayError
 from ..terminal import EscapingFormatter, escape_lines
@@ -402,7 +403,7 @@ def _cmd_repair(args: argparse.Namespace) -> int:
 
 
 def _cmd_stats(args: argparse.Namespace) -> int:
-    from tools.analytics import usage_payload
+    from context_broker.tools.analytics import usage_payload
 
     from ..stores import build_store
 

@@ -28,7 +28,7 @@ def embed_in_child(settings: dict[str, Any], texts: Sequence[str], *, timeout: f
     request = json.dumps({"settings": settings, "texts": list(texts)}).encode("utf-8")
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "server.embedding._child_main"],
+            [sys.executable, "-m", "context_broker.server.embedding._child_main"],
             input=request,
             capture_output=True,
             timeout=timeout,

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from server.settings import load_config
+from context_broker.server.settings import load_config
 
 from .errors import PinFileError
 from .pins import PinStore

@@ -8,10 +8,11 @@ latest request context, so a model can call only what the broker chose for the t
 
 from __future__ import annotations
 
+from context_broker.server.settings import DownstreamConfig
+
 from contextcore.errors import ContextCoreError
 from contextcore.items import ItemRef
 from contextcore.services.broker import ContextBroker
-from server.settings import DownstreamConfig
 
 __all__ = ["call_refusal"]
 

@@ -18,6 +18,7 @@ from typing import IO, Any, TypeVar
 import anyio
 import httpx2
 import mcp_types as types
+from context_broker.server.settings import DownstreamConfig
 from mcp import ClientSession, MCPError
 from mcp.client._input_required import (
     InputRequiredRoundsExceededError,
@@ -26,8 +27,6 @@ from mcp.client._input_required import (
 from mcp.client.session import ClientRequestContext, IncomingMessage
 from mcp.shared.dispatcher import ProgressFnT
 from pydantic import TypeAdapter, ValidationError
-
-from server.settings import DownstreamConfig
 
 from ..transport.sdk_compat import send_raw
 from .eras import HandshakeLanes, Lane, NoHandshake

@@ -20,12 +20,12 @@ from typing import Any
 import anyio
 import anyio.abc
 import mcp_types as types
+from context_broker.server.settings import AppConfig, DownstreamConfig
 from mcp import MCPError
 from mcp.shared.dispatcher import ProgressFnT
 
 from contextcore.catalog import Catalog
 from contextcore.items import Tool
-from server.settings import AppConfig, DownstreamConfig
 
 from ._proxy import ResourceProxy
 from .connection import Connection

@@ -9,11 +9,10 @@ Roots changes are not relayed, so ``roots.listChanged`` is not declared.
 from __future__ import annotations
 
 import mcp_types as types
+from context_broker.server.settings import DownstreamConfig
 from mcp import ClientSession, MCPError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 from pydantic import ValidationError
-
-from server.settings import DownstreamConfig
 
 from ..transport.sdk_compat import MCP_METHOD_HEADER, send_raw
 

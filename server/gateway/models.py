@@ -7,9 +7,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
 import mcp_types as types
+from context_broker.tools.gateway import ServerRow
 
 from contextcore.items import IncludeMode
-from tools.gateway import ServerRow
 
 if TYPE_CHECKING:
     from .oauth_store import TokenStore

@@ -81,8 +81,8 @@ def broker_tool_names() -> frozenset[str]:
     """Every name the broker lists for its own tools; no downstream tool is exposed as one."""
     # Imported when first asked: the view belongs to the host-facing side, which imports the
     # gateway, so the gateway must not import it while it loads.
-    from server.ui.view import APP_TOOL
-    from tools.surface import BROKER_TOOLS
+    from context_broker.server.ui.view import APP_TOOL
+    from context_broker.tools.surface import BROKER_TOOLS
 
     return frozenset({*(spec.name for spec in BROKER_TOOLS), APP_TOOL.name, *GATEWAY_TOOLS})
 

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 import anyio
 import httpx2
+from context_broker.server.settings import DownstreamConfig, OAuthConfig
 from mcp.client.auth import OAuthClientProvider, OAuthFlowError
 from mcp.client.auth.extensions.client_credentials import (
     ClientCredentialsOAuthProvider,
@@ -32,8 +33,6 @@ from mcp.client.auth.extensions.client_credentials import (
 from mcp.client.auth.oauth2 import OAuthContext
 from mcp.client.auth.utils import issuers_match, union_scopes
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
-
-from server.settings import DownstreamConfig, OAuthConfig
 
 from .oauth_loopback import BrowserPolicy, HoldFn, LoopbackReceiver, free_port
 from .oauth_store import ServerTokens, TokenStore

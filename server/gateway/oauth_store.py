@@ -45,7 +45,7 @@ from ._files import replace_private
 from .errors import TokenFileError
 
 if TYPE_CHECKING:
-    from server.settings import AppConfig
+    from context_broker.server.settings import AppConfig
 
 __all__ = [
     "ServerTokens",
@@ -155,7 +155,7 @@ def open_tokens(config: AppConfig, environ: Mapping[str, str] | None = None) -> 
             '"file"',
             field="gateway.token_store",
         )
-    from server.stores._tokens import shared_token_rows
+    from context_broker.server.stores._tokens import shared_token_rows
 
     return TokenStore(shared_token_rows(config))
 

@@ -15,10 +15,9 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
+from context_broker.server.redaction import address_secrets
+from context_broker.server.settings import DownstreamConfig, OAuthConfig
 from pydantic import BaseModel
-
-from server.redaction import address_secrets
-from server.settings import DownstreamConfig, OAuthConfig
 
 from .errors import SecretError
 

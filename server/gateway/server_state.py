@@ -19,11 +19,11 @@ from datetime import datetime
 import anyio
 import httpx2
 import mcp_types as types
+from context_broker.server.settings import DownstreamConfig
 from mcp import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from contextcore.items import Tool
-from server.settings import DownstreamConfig
 
 from .connection import Connection
 from .errors import (

@@ -23,10 +23,11 @@ server ``NAME`` (tables such as ``env``, ``headers`` and ``tools`` key by key); 
 either replaces the entry.
 
 A host's file usually lists the broker itself. Such an entry (its command is ``context-broker``,
-this installation's script, or ``python -m server.cli``) is kept but disabled with a warning, so
-the broker never starts itself. Every stdio child gets ``CONTEXT_BROKER_DEPTH`` (this broker's
-depth plus one) in its environment: a broker that finds the marker disables every downstream
-that is a broker, and one two levels down (a broker the name check missed) starts none at all.
+this installation's script, or ``python -m context_broker.server.cli``) is kept but disabled
+with a warning, so the broker never starts itself. Every stdio child gets
+``CONTEXT_BROKER_DEPTH`` (this broker's depth plus one) in its environment: a broker that finds
+the marker disables every downstream that is a broker, and one two levels down (a broker the
+name check missed) starts none at all.
 """
 
 from __future__ import annotations
@@ -42,9 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from context_broker.server.settings import AppConfig, DownstreamConfig
 from pydantic import ValidationError
-
-from server.settings import AppConfig, DownstreamConfig
 
 from .errors import GatewayError, ServersFileError
 from .naming import prefix_problem
@@ -66,7 +66,8 @@ log = logging.getLogger(__name__)
 DEPTH_ENV = "CONTEXT_BROKER_DEPTH"
 """Set in every stdio child's environment: how many brokers are above it."""
 _BROKER_NAMES = frozenset({"context-broker", "mcp-context-broker"})
-_BROKER_MODULE = "server.cli"
+# The broker run as a module (``-m server.cli``: an install from before the package was named).
+_BROKER_MODULES = frozenset({"context_broker.server.cli", "server.cli"})
 # Programs that run another program named in their arguments.
 _LAUNCHERS = frozenset({"uv", "uvx", "pipx", "pdm", "poetry", "hatch", "rye", "env"})
 
@@ -256,8 +257,8 @@ def _is_own_script(token: str, own: set[Path]) -> bool:
 
 def is_broker_command(config: DownstreamConfig) -> bool:
     """Whether a stdio entry starts the context broker: ``context-broker`` (any path), this
-    installation's script under any name, ``python -m server.cli``, or one of those behind a
-    launcher such as ``uv run`` or ``uvx``."""
+    installation's script under any name, ``python -m context_broker.server.cli``, or one of
+    those behind a launcher such as ``uv run`` or ``uvx``."""
     if config.command is None:
         return False
     own = _own_scripts()
@@ -269,7 +270,7 @@ def is_broker_command(config: DownstreamConfig) -> bool:
     args = list(config.args)
     for i, arg in enumerate(args):
         module = args[i + 1 : i + 2] if arg == "-m" else [arg.removeprefix("-m")]
-        if arg.startswith("-m") and module == [_BROKER_MODULE]:
+        if arg.startswith("-m") and module[:1] and module[0] in _BROKER_MODULES:
             return True
         if not arg.startswith("-") and (_program(arg) in _BROKER_NAMES or _is_own_script(arg, own)):
             return True

@@ -17,8 +17,7 @@ from typing import Any
 import anyio
 import httpx2
 import mcp_types as types
-
-from server.settings import DownstreamConfig
+from context_broker.server.settings import DownstreamConfig
 
 from .connection import Connection, open_connection
 from .errors import GatewayError

@@ -13,6 +13,14 @@ from weakref import WeakKeyDictionary
 
 import anyio
 import anyio.to_thread
+from context_broker.tools.gateway import (
+    CALL_TOOL_DESCRIPTION,
+    LIST_SERVERS_DESCRIPTION,
+    CallToolArgs,
+    ListServersArgs,
+    ListServersResult,
+    render_servers,
+)
 from mcp import MCPError, types
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus
@@ -29,14 +37,6 @@ from contextcore.profiles import Profile
 from contextcore.services.broker import ContextBroker
 from contextcore.services.history import HistoryService
 from contextcore.sessions import RequestContext
-from tools.gateway import (
-    CALL_TOOL_DESCRIPTION,
-    LIST_SERVERS_DESCRIPTION,
-    CallToolArgs,
-    ListServersArgs,
-    ListServersResult,
-    render_servers,
-)
 
 from ..observability import Observer
 from ..surface.tool_calls import capped_downstream, describe_validation_error, error_result

@@ -17,13 +17,12 @@ from typing import IO, Any
 import anyio
 import httpx2
 import mcp_types as types
+from context_broker.server.settings import DownstreamConfig
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.session import MessageHandlerFnT
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
-
-from server.settings import DownstreamConfig
 
 from ..transport.sdk_compat import ReadStream, default_environment
 from .errors import GatewayError

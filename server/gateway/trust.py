@@ -40,9 +40,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 import mcp_types as types
-
-from server.settings import AppConfig, DownstreamConfig
-from tools.gateway import FlaggedRow, HeldRow, TrustRow
+from context_broker.server.settings import AppConfig, DownstreamConfig
+from context_broker.tools.gateway import FlaggedRow, HeldRow, TrustRow
 
 from .errors import PinFileError
 from .pins import (

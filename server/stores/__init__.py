@@ -14,10 +14,11 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+from context_broker.server.settings import AppConfig
+
 from contextcore.errors import ConfigError
 from contextcore.memory_store import MemorySessionStore
 from contextcore.store import SessionStore, StoreError
-from server.settings import AppConfig
 
 __all__ = ["build_store", "check_store"]
 

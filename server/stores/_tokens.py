@@ -25,8 +25,9 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
+from context_broker.server.settings import AppConfig
+
 from contextcore.store import StoreError, StoreUnavailable
-from server.settings import AppConfig
 
 from ._shared import dumps
 from ._sqlite_schema import _keep_private

@@ -11,9 +11,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from context_broker.server.redaction import safe_address as describe_url
+from context_broker.server.redaction import scrub
+
 from contextcore.errors import ConfigError
-from server.redaction import safe_address as describe_url
-from server.redaction import scrub
 
 __all__ = ["describe_url", "expand_url", "scrub"]
 

@@ -8,6 +8,9 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
+from context_broker.tools.catalog import GET_CONTEXT_ITEMS
+from context_broker.tools.requests import BUILD_REQUEST_CONTEXT
+from context_broker.tools.surface import BROKER_TOOLS, CONTEXT_TOOLS, ToolSpec
 from mcp import MCPError, types
 from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp.server.apps import EXTENSION_ID
@@ -22,9 +25,6 @@ from contextcore.profiles import Profile
 from contextcore.services.broker import ContextBroker
 from contextcore.services.history import HistoryService
 from contextcore.sessions import RequestContext
-from tools.catalog import GET_CONTEXT_ITEMS
-from tools.requests import BUILD_REQUEST_CONTEXT
-from tools.surface import BROKER_TOOLS, CONTEXT_TOOLS, ToolSpec
 
 from ..gateway.relay import Host, calling_for, set_log_level
 from ..gateway.surface import CALL_TOOL, LIST_SERVERS, GatewaySurface

@@ -9,6 +9,8 @@ from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 import anyio.to_thread
+from context_broker.tools.analytics import usage_payload
+from context_broker.tools.catalog import catalog_rows
 from mcp import MCPError, types
 
 from contextcore.errors import ContextCoreError
@@ -16,8 +18,6 @@ from contextcore.items import ItemRef, Reference, Rule
 from contextcore.render import render_markdown, summary_line
 from contextcore.services.broker import ContextBroker
 from contextcore.sessions import Session
-from tools.analytics import usage_payload
-from tools.catalog import catalog_rows
 
 from ..ui.app import APP_URI, app_resource, read_app
 

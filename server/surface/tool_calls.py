@@ -11,6 +11,8 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 import anyio.to_thread
+from context_broker.tools._spec import ToolContext
+from context_broker.tools.surface import ToolSpec
 from mcp import types
 from mcp.server import ServerRequestContext
 from mcp.server.session import ServerSession
@@ -23,8 +25,6 @@ from contextcore.errors import ContextCoreError
 from contextcore.services.broker import ContextBroker
 from contextcore.services.history import HistoryService
 from contextcore.sessions import RequestContext
-from tools._spec import ToolContext
-from tools.surface import ToolSpec
 
 from ..observability import Observer
 from ..summarizers import SummarizerFactory, sampler_for

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any, Literal
 
 import uvicorn
+from context_broker.server.settings import HttpConfig
 from mcp.server import Server
 from mcp.server.sse import SseServerTransport
 from mcp.server.transport_security import TransportSecuritySettings
@@ -24,7 +25,6 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from contextcore.config import ProfileConfig
 from contextcore.errors import ConfigError
-from server.settings import HttpConfig
 
 from .http_guard import LOOPBACK_HOSTS, GuardSettings, HttpGuard
 

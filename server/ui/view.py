@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import Literal
 
+from context_broker.tools._spec import Args, Out, ToolSpec
 from pydantic import Field
 
 from contextcore.render import sort_items, summary_line
 from contextcore.services.broker import ContextBroker
 from contextcore.sessions import RequestContext, RequestItem
-from tools._spec import Args, Out, ToolSpec
 
 __all__ = [
     "APP_TOOL",

@@ -9,14 +9,14 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import anyio.to_thread
+from context_broker.tools.analytics import usage_payload
+from context_broker.tools.catalog import catalog_rows
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from contextcore.errors import ContextCoreError
 from contextcore.services.broker import ContextBroker
-from tools.analytics import usage_payload
-from tools.catalog import catalog_rows
 
 from .assets import web_html
 from .charts import analytics_html

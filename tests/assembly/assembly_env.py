@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from context_broker.server.surface.mcp_server import build_server
 from mcp import Client
 from mcp.server import Server
 
@@ -18,7 +19,6 @@ from contextcore.items import Reference, Rule, Tool
 from contextcore.search import SearchEngine
 from contextcore.services.broker import ContextBroker
 from contextcore.services.history import HistoryService
-from server.surface.mcp_server import build_server
 from tests.support.hash_embedder import HashEmbedder
 from tests.support.mcp_calls import call
 

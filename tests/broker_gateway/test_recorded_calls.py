@@ -6,9 +6,8 @@ import sys
 from pathlib import Path
 
 import anyio
+from context_broker.server.stores.sqlite import SqliteSessionStore
 from mcp import Client, StdioServerParameters
-
-from server.stores.sqlite import SqliteSessionStore
 
 BIN = Path(sys.executable).parent
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import anyio
 import httpx
+from context_broker.server.broker import build_broker
+from context_broker.server.settings import load_config
+from context_broker.server.surface.mcp_server import build_server
 from mcp import Client
 
-from server.broker import build_broker
-from server.settings import load_config
-from server.surface.mcp_server import build_server
 from tests.support.broker_procs import BROKER, running_broker, server_env, write_config
 from tests.support.hash_embedder import HashEmbedder
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import anyio
 import pytest
+from context_broker.server.cli.install import CLIENTS, InstallError, default_path
 from mcp import Client, StdioServerParameters
 
-from server.cli.install import CLIENTS, InstallError, default_path
 from tests.support.broker_procs import BROKER, server_env
 
 OTHER = {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"]}

@@ -3,11 +3,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from context_broker.server.broker import build_broker
+from context_broker.server.settings import load_config, parse_config
 
 from contextcore.errors import ConfigError
 from contextcore.factory import load_items
-from server.broker import build_broker
-from server.settings import load_config, parse_config
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -88,7 +88,7 @@ def test_the_eval_command_prints_one_json_object(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "server.cli",
+            "context_broker.server.cli",
             "eval",
             "--catalog",
             str(tmp_path / "c.json"),

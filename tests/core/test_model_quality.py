@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from context_broker.server.embedding import build_embedder
+from context_broker.server.settings import AppConfig
 
 from contextcore.catalog import Catalog
 from contextcore.loaders import load_catalog_json
 from contextcore.search import SearchEngine
 from contextcore.services.evaluation import evaluate, load_queries
-from server.embedding import build_embedder
-from server.settings import AppConfig
 
 SETS = Path(__file__).resolve().parents[3] / "shared" / "benchmarks" / "metatool"
 
@@ -55,9 +55,8 @@ def test_big_batches_are_embedded_in_a_child_process_with_identical_vectors(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     import numpy as np
-
-    from server.embedding import FastEmbedEmbedder, resolve_model_dir
-    from server.embedding import child as bulk_embed
+    from context_broker.server.embedding import FastEmbedEmbedder, resolve_model_dir
+    from context_broker.server.embedding import child as bulk_embed
 
     model_dir = resolve_model_dir(AppConfig())
     texts = [f"roll back deploy number {i} of the orders service" for i in range(40)]

@@ -69,9 +69,10 @@ def test_vectors_of_another_models_dimension_are_refused() -> None:
 
 
 def test_an_engine_built_for_another_model_gets_no_adapter() -> None:
+    from context_broker.server.settings import AppConfig
+
     from contextcore.catalog import Catalog
     from contextcore.factory import build_search
-    from server.settings import AppConfig
     from tests.support.hash_embedder import HashEmbedder
 
     engine = build_search(AppConfig(), Catalog([]), HashEmbedder())

@@ -11,14 +11,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+from context_broker.server.embedding import build_embedder
+from context_broker.server.settings import AppConfig
 
 from contextcore.catalog import Catalog
 from contextcore.loaders import load_catalog_json
 from contextcore.query_adapter import load_query_adapter
 from contextcore.search import SearchEngine, SearchSettings
 from contextcore.services.evaluation import EvalQuery, evaluate, load_queries
-from server.embedding import build_embedder
-from server.settings import AppConfig
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "benchmarks"
 

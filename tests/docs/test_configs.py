@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from context_broker.server.settings import AppConfig, load_config
 from pydantic import ValidationError
-
-from server.settings import AppConfig, load_config
 
 from ._blocks import Block, of
 

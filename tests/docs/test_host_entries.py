@@ -8,8 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-
-from server.cli.install import CLIENTS, install
+from context_broker.server.cli.install import CLIENTS, install
 
 from ._blocks import DOCS, Block, of
 

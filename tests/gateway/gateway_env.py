@@ -13,10 +13,10 @@ from typing import Any
 import anyio
 import pytest
 from anyio.streams.text import TextReceiveStream
+from context_broker.server.gateway import Gateway, GatewaySettings, ServerStatus
+from context_broker.server.settings import DownstreamConfig
 
 from contextcore.catalog import Catalog
-from server.gateway import Gateway, GatewaySettings, ServerStatus
-from server.settings import DownstreamConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).parent / "fixtures"

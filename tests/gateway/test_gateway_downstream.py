@@ -9,6 +9,9 @@ from typing import Any
 
 import anyio
 import pytest
+from context_broker.server.embedding import build_embedder
+from context_broker.server.gateway import ExposedTool, GatewayError, GatewaySettings
+from context_broker.server.settings import AppConfig, DownstreamConfig
 from gateway_env import (
     child_pids,
     everything_server,
@@ -23,9 +26,6 @@ from mcp.types import CallToolResult
 from contextcore.catalog import Catalog
 from contextcore.items import ItemRef
 from contextcore.search import SearchEngine
-from server.embedding import build_embedder
-from server.gateway import ExposedTool, GatewayError, GatewaySettings
-from server.settings import AppConfig, DownstreamConfig
 from tests.support.polling import eventually
 
 VALID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -156,8 +156,9 @@ async def test_a_server_that_never_answers_does_not_hold_up_the_others() -> None
         "hang": _never_answers(hang_timeout),
         "time": time_server(),
     }
+    from context_broker.server.gateway import Gateway
+
     from contextcore.catalog import Catalog as _Catalog
-    from server.gateway import Gateway
 
     started = anyio.current_time()
     async with Gateway(servers, _Catalog()) as gw:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import anyio
 import pytest
+from context_broker.server.gateway import GatewayError, GatewaySettings
 from gateway_env import fixture_server, running, status_of
 
-from server.gateway import GatewayError, GatewaySettings
 from tests.support.polling import eventually, wait_for_mark
 
 

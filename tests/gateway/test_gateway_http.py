@@ -9,9 +9,8 @@ import anyio
 import pytest
 from anyio.abc import Process
 from anyio.streams.text import TextReceiveStream
+from context_broker.server.settings import DownstreamConfig
 from gateway_env import NODE_BIN, executable, free_port, running, status_of
-
-from server.settings import DownstreamConfig
 
 
 @pytest.fixture

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import re
 
+from context_broker.server.gateway import ExposedTool
+from context_broker.server.settings import DownstreamToolConfig
 from gateway_env import fixture_server, running, status_of
 
 from contextcore.catalog import Catalog
 from contextcore.items import ItemRef
-from server.gateway import ExposedTool
-from server.settings import DownstreamToolConfig
 from tests.support.polling import eventually
 
 VALID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

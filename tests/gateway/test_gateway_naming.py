@@ -3,7 +3,12 @@ from __future__ import annotations
 import random
 import re
 
-from server.gateway import assign_names, sanitize, split_resource_uri, wrap_resource_uri
+from context_broker.server.gateway import (
+    assign_names,
+    sanitize,
+    split_resource_uri,
+    wrap_resource_uri,
+)
 
 VALID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import anyio
 import pytest
+from context_broker.server.gateway import Gateway, GatewayError
+from context_broker.server.settings import DownstreamConfig
 from gateway_env import fixture_server, free_port, running, status_of
-
-from server.gateway import Gateway, GatewayError
-from server.settings import DownstreamConfig
 
 ASKS = Path(__file__).parent / "fixtures" / "asks_host.py"
 

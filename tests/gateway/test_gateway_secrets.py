@@ -5,10 +5,10 @@ import logging
 from pathlib import Path
 
 import pytest
+from context_broker.server.gateway import GatewayError, Redactor, SecretError, expand_server
+from context_broker.server.settings import DownstreamConfig
 from gateway_env import everything_server, running, status_of, stdio
 
-from server.gateway import GatewayError, Redactor, SecretError, expand_server
-from server.settings import DownstreamConfig
 from tests.support.polling import eventually
 
 SECRET = "s3cr3t-Value-0042"

@@ -4,9 +4,13 @@ import json
 from pathlib import Path
 
 import pytest
-
-from server.gateway import ServersFileError, load_servers_file, parse_servers, resolve_servers
-from server.settings import parse_config
+from context_broker.server.gateway import (
+    ServersFileError,
+    load_servers_file,
+    parse_servers,
+    resolve_servers,
+)
+from context_broker.server.settings import parse_config
 
 
 def test_claude_desktop_shape_gives_stdio_servers() -> None:

@@ -11,14 +11,14 @@ from typing import Any
 
 import anyio
 import pytest
+from context_broker.server.embedding import resolve_model_dir
+from context_broker.server.gateway import ServersFileError, parse_servers, resolve_servers
+from context_broker.server.gateway.server_state import ServerChanges, diff_servers
+from context_broker.server.runtime import build_runtime
+from context_broker.server.settings import AppConfig, load_config, parse_config
 from mcp import Client
 
 from contextcore.errors import ConfigError
-from server.embedding import resolve_model_dir
-from server.gateway import ServersFileError, parse_servers, resolve_servers
-from server.gateway.server_state import ServerChanges, diff_servers
-from server.runtime import build_runtime
-from server.settings import AppConfig, load_config, parse_config
 from tests.gateway.gateway_env import ROOT, VENV_BIN, executable
 from tests.support.broker_procs import BROKER, server_env
 from tests.support.mcp_calls import call

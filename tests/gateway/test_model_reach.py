@@ -17,12 +17,12 @@ from typing import Any
 
 import anyio
 import pytest
+from context_broker.server.embedding import resolve_model_dir
+from context_broker.server.runtime import Runtime, build_runtime
+from context_broker.server.settings import load_config
 from mcp import Client, types
 
 from contextcore.errors import ConfigError
-from server.embedding import resolve_model_dir
-from server.runtime import Runtime, build_runtime
-from server.settings import load_config
 from tests.gateway.gateway_env import VENV_BIN, executable
 from tests.support.mcp_calls import call
 

@@ -17,10 +17,10 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from context_broker.server.settings import parse_config
 from gateway_env import oauth_downstream_server
 
 from contextcore.errors import ConfigError
-from server.settings import parse_config
 from tests.conformance.client_driver import BROKER, drive, write_config
 
 LIFETIME = 2.0  # seconds an access token of the fixture lives

@@ -17,14 +17,14 @@ from typing import Any
 
 import anyio
 import pytest
+from context_broker.server.broker import build_broker
+from context_broker.server.gateway import Gateway
+from context_broker.server.gateway.server_state import ServerChanges, diff_servers
+from context_broker.server.reload import ConfigReloader
+from context_broker.server.settings import DownstreamConfig, load_config
 from mcp import Client, MCPError, StdioServerParameters, stdio_client
 
 from contextcore.items import ItemRef
-from server.broker import build_broker
-from server.gateway import Gateway
-from server.gateway.server_state import ServerChanges, diff_servers
-from server.reload import ConfigReloader
-from server.settings import DownstreamConfig, load_config
 from tests.gateway.gateway_env import FAST
 from tests.support.broker_procs import BROKER, running_broker, server_env
 from tests.support.hash_embedder import HashEmbedder

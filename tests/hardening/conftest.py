@@ -6,13 +6,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from context_broker.server.broker import build_broker
+from context_broker.server.settings import AppConfig
+from context_broker.server.surface.mcp_server import build_server
 from mcp import Client
 
 from contextcore.config import HistoryConfig, LimitsConfig
 from contextcore.services.history import HistoryService
-from server.broker import build_broker
-from server.settings import AppConfig
-from server.surface.mcp_server import build_server
 from tests.support.hash_embedder import HashEmbedder
 
 

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import anyio
 import pytest
+from context_broker.server.broker import build_broker
+from context_broker.server.reload import ConfigReloader
+from context_broker.server.settings import load_config
 from mcp import Client, StdioServerParameters, stdio_client
 
 from contextcore.embedding import Vectors
-from server.broker import build_broker
-from server.reload import ConfigReloader
-from server.settings import load_config
 from tests.support.broker_procs import BROKER, server_env
 from tests.support.hash_embedder import HashEmbedder
 from tests.support.mcp_calls import call, error
@@ -218,7 +218,7 @@ def test_a_reload_swaps_search_settings_and_names_what_needs_a_restart(
     reloader = ConfigReloader(config_path, parts, None)
     text = config_path.read_text().replace("semantic = false", "semantic = false\ntop_n = 2")
     config_path.write_text(text + '\n[persistence]\nbackend = "sqlite"\npath = "s.db"\n')
-    with caplog.at_level(logging.INFO, logger="server.reload"):
+    with caplog.at_level(logging.INFO, logger="context_broker.server.reload"):
         report = reloader.reload()
     assert report is not None and report.restart_needed == ("persistence",)
     assert parts.search.settings.top_n == 2

@@ -20,14 +20,14 @@ from typing import Any
 
 import anyio
 import httpx
+from context_broker.server.broker import build_broker
+from context_broker.server.settings import load_config
+from context_broker.server.stores import build_store
+from context_broker.server.surface.mcp_server import build_server
 from mcp import Client
 
 from contextcore.config import HistoryConfig
 from contextcore.services.history import HistoryService
-from server.broker import build_broker
-from server.settings import load_config
-from server.stores import build_store
-from server.surface.mcp_server import build_server
 from tests.conformance.client_driver import BROWSER
 from tests.gateway.gateway_env import free_port, oauth_downstream_server
 from tests.support.broker_procs import BROKER, running_until, server_env, write_config

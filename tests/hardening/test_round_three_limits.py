@@ -17,10 +17,10 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
+from context_broker.server.gateway.eras import LIMIT
 from mcp import Client, ClientSession, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
-from server.gateway.eras import LIMIT
 from tests.support.broker_procs import fixture_table, running_broker, write_config
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -16,15 +16,15 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
+from context_broker.server.broker import build_broker
+from context_broker.server.settings import load_config
+from context_broker.server.surface.mcp_server import build_server
 from mcp import Client, MCPError, StdioServerParameters
 
 from contextcore.config import HistoryConfig
 from contextcore.items import ItemRef, Tool
 from contextcore.services.history import HistoryService
 from contextcore.sessions import RequestContext, RequestItem
-from server.broker import build_broker
-from server.settings import load_config
-from server.surface.mcp_server import build_server
 from tests.support.broker_procs import BROKER, running_broker, server_env, write_config
 from tests.support.hash_embedder import HashEmbedder
 from tests.support.mcp_calls import call, error
@@ -491,8 +491,9 @@ class _Connection:
 async def test_a_new_connection_never_inherits_an_old_ones_selected_tools(
     tmp_path: Path,
 ) -> None:
-    from server.gateway import Gateway
-    from server.gateway.surface import GatewaySurface, HostNotifier
+    from context_broker.server.gateway import Gateway
+    from context_broker.server.gateway.surface import GatewaySurface, HostNotifier
+
     from tests.gateway.gateway_env import FAST
 
     config = _config(tmp_path)

@@ -12,14 +12,14 @@ from typing import Any
 import anyio
 import pytest
 import pytest_asyncio
+from context_broker.server.broker import build_broker
+from context_broker.server.settings import load_config
+from context_broker.server.surface.mcp_server import build_server
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client, MCPError
 from mcp_types import Tool
 
-from server.broker import build_broker
-from server.settings import load_config
-from server.surface.mcp_server import build_server
 from tests.support.broker_procs import write_config
 from tests.support.hash_embedder import HashEmbedder
 

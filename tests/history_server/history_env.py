@@ -8,6 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from context_broker.server.broker import build_broker
+from context_broker.server.settings import AppConfig
+from context_broker.server.stores.sqlite import SqliteSessionStore
+from context_broker.server.summarizers import SummarizerFactory
+from context_broker.server.surface.mcp_server import build_server
 from fake_llm import FakeLLM
 from mcp import Client
 from mcp.server import Server
@@ -15,11 +20,6 @@ from mcp.server import Server
 from contextcore.config import HistoryConfig, SummarizerConfig
 from contextcore.services.broker import ContextBroker
 from contextcore.services.history import HistoryService
-from server.broker import build_broker
-from server.settings import AppConfig
-from server.stores.sqlite import SqliteSessionStore
-from server.summarizers import SummarizerFactory
-from server.surface.mcp_server import build_server
 from tests.support.hash_embedder import HashEmbedder
 
 KEY = "sk-test-secret-key-1234"

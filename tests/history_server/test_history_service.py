@@ -8,15 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from context_broker.server.broker import build_broker
+from context_broker.server.settings import AppConfig
+from context_broker.server.stores.sqlite import SqliteSessionStore
 from history_env import HistoryEnv, chat, tool_turn
 
 from contextcore.config import HistoryConfig
 from contextcore.errors import HistoryError, SessionError
 from contextcore.history import SummarizerChain
 from contextcore.services.history import HistoryService
-from server.broker import build_broker
-from server.settings import AppConfig
-from server.stores.sqlite import SqliteSessionStore
 from tests.support.hash_embedder import HashEmbedder
 
 

@@ -14,16 +14,16 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import pytest
-from fake_llm import SUMMARY, FakeLLM
-from history_env import KEY, HistoryEnv, chat, summarizer_config
-
-from contextcore.history import SummaryOutcome
-from server.summarizers import (
+from context_broker.server.summarizers import (
     AnthropicSummarizer,
     OpenAISummarizer,
     ProviderError,
     SummarizerFactory,
 )
+from fake_llm import SUMMARY, FakeLLM
+from history_env import KEY, HistoryEnv, chat, summarizer_config
+
+from contextcore.history import SummaryOutcome
 from tests.support.broker_procs import server_env
 from tests.support.mcp_calls import call
 
@@ -31,7 +31,7 @@ ENV = {"TEST_LLM_KEY": KEY}
 # The real command with one module's import blocked, as if its SDK were not installed.
 WITHOUT_MODULE = (
     "import sys; sys.modules[sys.argv[1]] = None; "
-    "from server.cli.main import main; raise SystemExit(main(sys.argv[2:]))"
+    "from context_broker.server.cli.main import main; raise SystemExit(main(sys.argv[2:]))"
 )
 
 

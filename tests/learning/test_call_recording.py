@@ -10,15 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import context_broker.server.runtime
 import pytest
+from context_broker.server.runtime import Runtime, build_runtime
+from context_broker.server.settings import load_config
 from mcp import Client
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-import server.runtime
-from server.runtime import Runtime, build_runtime
-from server.settings import load_config
 
 BIN = Path(sys.executable).parent
 TIME = {"server": "time", "tool": "get_current_time", "arguments": {"timezone": "Asia/Tokyo"}}
@@ -59,7 +58,9 @@ async def test_a_recorded_call_is_at_most_four_store_operations(
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    monkeypatch.setattr(server.runtime, "build_tracer_provider", lambda _config: provider)
+    monkeypatch.setattr(
+        context_broker.server.runtime, "build_tracer_provider", lambda _config: provider
+    )
     built = runtime(tmp_path, '[persistence]\nbackend = "sqlite"\npath = "sessions.db"')
     assert built.gateway is not None
     with anyio.fail_after(60):

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from context_broker.server.broker import build_broker
+from context_broker.server.settings import load_config
+from context_broker.server.stores.sqlite import SqliteSessionStore
+from context_broker.server.surface.mcp_server import build_server
 from mcp import Client
 
-from server.broker import build_broker
-from server.settings import load_config
-from server.stores.sqlite import SqliteSessionStore
-from server.surface.mcp_server import build_server
 from tests.support.hash_embedder import HashEmbedder
 
 BROKER = str(Path(sys.executable).parent / "context-broker")

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from server.broker import build_broker
-from server.reload import ConfigReloader
-from server.settings import load_config
+from context_broker.server.broker import build_broker
+from context_broker.server.reload import ConfigReloader
+from context_broker.server.settings import load_config
+
 from tests.support.broker_procs import write_config
 
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from context_broker.server.stores.sqlite import SqliteSessionStore
+
 from contextcore.sessions import new_session_id
 from contextcore.store import SessionHeader
-from server.stores.sqlite import SqliteSessionStore
 
 CREATED = "2026-01-01T00:00:00.000Z"
 

@@ -6,11 +6,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from context_broker.server.broker import build_broker
+from context_broker.server.settings import AppConfig, load_config
+from context_broker.server.surface.mcp_server import build_server
 from mcp import Client
 
-from server.broker import build_broker
-from server.settings import AppConfig, load_config
-from server.surface.mcp_server import build_server
 from tests.support.broker_procs import write_config
 from tests.support.hash_embedder import HashEmbedder
 

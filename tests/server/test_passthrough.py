@@ -8,9 +8,9 @@ from typing import Any
 
 import anyio
 import pytest
+from context_broker.server.transport.passthrough import DirectCalls
 from mcp_types import ErrorData
 
-from server.transport.passthrough import DirectCalls
 from tests.support.handshake import INITIALIZE
 from tests.support.handshake import INITIALIZED as INITIALIZED_MESSAGE
 

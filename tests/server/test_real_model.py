@@ -6,12 +6,12 @@ from pathlib import Path
 
 import anyio
 import pytest
+from context_broker.server.broker import build_broker
+from context_broker.server.embedding import resolve_model_dir
+from context_broker.server.settings import load_config
+from context_broker.server.surface.mcp_server import build_server
 from mcp import Client
 
-from server.broker import build_broker
-from server.embedding import resolve_model_dir
-from server.settings import load_config
-from server.surface.mcp_server import build_server
 from tests.support.broker_procs import write_config
 
 pytestmark = pytest.mark.model

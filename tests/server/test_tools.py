@@ -8,11 +8,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from context_broker.server.broker import build_broker
+from context_broker.server.settings import AppConfig
+from context_broker.server.surface.mcp_server import build_server
 from mcp import Client, MCPError
 
-from server.broker import build_broker
-from server.settings import AppConfig
-from server.surface.mcp_server import build_server
 from tests.support.hash_embedder import HashEmbedder
 from tests.support.mcp_calls import call, error
 from tests.support.tool_names import BROKER_TOOL_NAMES

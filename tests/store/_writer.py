@@ -6,9 +6,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from context_broker.server.stores.sqlite import SqliteSessionStore
+
 from contextcore.sessions import RequestContext
 from contextcore.store import MessageRecord
-from server.stores.sqlite import SqliteSessionStore
 
 
 def append_many(

@@ -13,13 +13,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from context_broker.server.stores.postgres import PostgresSessionStore
+from context_broker.server.stores.redis import RedisSessionStore
+from context_broker.server.stores.sqlite import SqliteSessionStore
 from servers import PostgresServer, RedisServer, postgres_server, redis_server
 
 from contextcore.memory_store import MemorySessionStore
 from contextcore.store import SessionStore
-from server.stores.postgres import PostgresSessionStore
-from server.stores.redis import RedisSessionStore
-from server.stores.sqlite import SqliteSessionStore
 
 __all__ = ["postgres_server", "redis_server"]  # session-wide servers, started on first use
 

@@ -8,15 +8,15 @@ from pathlib import Path
 import psycopg
 import pytest
 import redis
+from context_broker.server.broker import build_broker
+from context_broker.server.settings import load_config
+from context_broker.server.stores import build_store
+from context_broker.server.surface.mcp_server import build_server
 from mcp import Client
 from servers import PostgresServer, RedisServer
 
 from contextcore.errors import ConfigError
 from contextcore.store import StoreError, StoreUnavailable
-from server.broker import build_broker
-from server.settings import load_config
-from server.stores import build_store
-from server.surface.mcp_server import build_server
 from tests.support.broker_procs import write_config
 from tests.support.hash_embedder import HashEmbedder
 from tests.support.mcp_calls import call
@@ -71,7 +71,7 @@ async def test_a_second_replica_reads_the_first_ones_embeddings_instead_of_embed
 def test_a_postgres_schema_from_a_newer_broker_is_refused(
     request: pytest.FixtureRequest,
 ) -> None:
-    from server.stores.postgres import SCHEMA_VERSION, PostgresSessionStore
+    from context_broker.server.stores.postgres import SCHEMA_VERSION, PostgresSessionStore
 
     url = _url(request, "postgres", "newer_schema")
     PostgresSessionStore(url).close()
@@ -82,7 +82,7 @@ def test_a_postgres_schema_from_a_newer_broker_is_refused(
 
 
 def test_a_redis_layout_from_a_newer_broker_is_refused(request: pytest.FixtureRequest) -> None:
-    from server.stores.redis import SCHEMA_VERSION, RedisSessionStore
+    from context_broker.server.stores.redis import SCHEMA_VERSION, RedisSessionStore
 
     url = _url(request, "redis", "")
     with redis.Redis.from_url(url) as client:

@@ -15,15 +15,15 @@ from pathlib import Path
 import psycopg
 import pytest
 import redis
+from context_broker.server.broker import build_broker
+from context_broker.server.settings import load_config
+from context_broker.server.stores import build_store
+from context_broker.server.surface.mcp_server import build_server
 from mcp import Client
 from servers import PostgresServer, RedisServer
 
 from contextcore.config import HistoryConfig
 from contextcore.services.history import HistoryService
-from server.broker import build_broker
-from server.settings import load_config
-from server.stores import build_store
-from server.surface.mcp_server import build_server
 from tests.support.broker_procs import write_config
 from tests.support.hash_embedder import HashEmbedder
 from tests.support.mcp_calls import call

@@ -11,14 +11,14 @@ from typing import Any
 import psycopg
 import pytest
 import redis
+from context_broker.server.broker import build_broker
+from context_broker.server.settings import AppConfig
 from servers import PostgresServer, RedisServer
 
 from contextcore.config import HistoryConfig
 from contextcore.history import ConversationHistory, history_stats
 from contextcore.services.history import HistoryService
 from contextcore.store import MessageRecord, SessionStore
-from server.broker import build_broker
-from server.settings import AppConfig
 from tests.support.hash_embedder import HashEmbedder
 
 
@@ -66,7 +66,7 @@ def test_stats_come_from_counters_that_follow_appends_rewrites_and_deletes(
 
 
 def _legacy_sqlite(tmp_path: Path) -> tuple[SessionStore, Any]:
-    from server.stores.sqlite import SqliteSessionStore
+    from context_broker.server.stores.sqlite import SqliteSessionStore
 
     path = tmp_path / "sessions.sqlite3"
 
@@ -81,7 +81,7 @@ def _legacy_sqlite(tmp_path: Path) -> tuple[SessionStore, Any]:
 
 
 def _legacy_postgres(request: pytest.FixtureRequest) -> tuple[SessionStore, Any]:
-    from server.stores.postgres import PostgresSessionStore
+    from context_broker.server.stores.postgres import PostgresSessionStore
 
     server: PostgresServer = request.getfixturevalue("postgres_server")
     url = server.create_schema("legacy_totals")
@@ -97,7 +97,7 @@ def _legacy_postgres(request: pytest.FixtureRequest) -> tuple[SessionStore, Any]
 
 
 def _legacy_redis(request: pytest.FixtureRequest) -> tuple[SessionStore, Any]:
-    from server.stores.redis import RedisSessionStore
+    from context_broker.server.stores.redis import RedisSessionStore
 
     server: RedisServer = request.getfixturevalue("redis_server")
     server.flush()

@@ -16,6 +16,9 @@ from pathlib import Path
 
 import pytest
 from _writer import append_many
+from context_broker.server.broker import build_broker
+from context_broker.server.settings import AppConfig
+from context_broker.server.stores.sqlite import SqliteSessionStore
 
 from contextcore.config import HistoryConfig
 from contextcore.errors import ConfigError
@@ -31,9 +34,6 @@ from contextcore.items import ItemRef
 from contextcore.services.history import HistoryService
 from contextcore.sessions import RequestContext, RequestItem, Session, SessionItem, new_session_id
 from contextcore.store import SessionHeader
-from server.broker import build_broker
-from server.settings import AppConfig
-from server.stores.sqlite import SqliteSessionStore
 from tests.support.hash_embedder import HashEmbedder
 
 WRITER = Path(__file__).with_name("_writer.py")
@@ -329,9 +329,9 @@ def test_serve_and_check_refuse_an_empty_store_file(tmp_path: Path) -> None:
 async def test_a_store_file_lost_while_serving_makes_writes_fail_as_tool_errors(
     tmp_path: Path, how: str
 ) -> None:
+    from context_broker.server.surface.mcp_server import build_server
     from mcp import Client
 
-    from server.surface.mcp_server import build_server
     from tests.support.mcp_calls import call, error
 
     path = tmp_path / "sessions.sqlite3"

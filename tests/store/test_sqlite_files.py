@@ -14,11 +14,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from context_broker.server.stores.sqlite import SqliteSessionStore
 
 from contextcore.errors import ConfigError
 from contextcore.sessions import new_session_id
 from contextcore.store import MessageRecord, SessionHeader, StoreUnavailable
-from server.stores.sqlite import SqliteSessionStore
 
 BROKER = str(Path(sys.executable).parent / "context-broker")
 

@@ -7,16 +7,16 @@ from pathlib import Path
 
 import anyio
 import httpx
+from context_broker.server.broker import build_broker
+from context_broker.server.observability import Observer
+from context_broker.server.settings import load_config
+from context_broker.server.surface.mcp_server import build_server
 from mcp import Client
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from ui_env import TOKEN, call_tool, http_broker, write_config
 
-from server.broker import build_broker
-from server.observability import Observer
-from server.settings import load_config
-from server.surface.mcp_server import build_server
 from tests.support.hash_embedder import HashEmbedder
 from tests.support.polling import eventually
 

@@ -8,15 +8,14 @@ import sys
 from pathlib import Path
 
 import anyio
+import context_broker.server.runtime
 import pytest
+from context_broker.server.runtime import build_runtime
+from context_broker.server.settings import load_config
 from mcp import Client
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-import server.runtime
-from server.runtime import build_runtime
-from server.settings import load_config
 
 ECHO = Path(__file__).parent / "fixtures" / "meta_echo.py"
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -28,7 +27,9 @@ async def test_a_proxied_call_passes_the_callers_trace_on_to_the_downstream(
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    monkeypatch.setattr(server.runtime, "build_tracer_provider", lambda _config: provider)
+    monkeypatch.setattr(
+        context_broker.server.runtime, "build_tracer_provider", lambda _config: provider
+    )
     path = tmp_path / "broker.toml"
     path.write_text(
         f'[search]\nsemantic = false\n\n[servers.echo]\ncommand = "{sys.executable}"\n'
