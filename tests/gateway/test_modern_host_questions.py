@@ -61,6 +61,45 @@ async def test_a_2026_host_over_stdio_answers_elicitation_sampling_and_roots(
         assert await _text(client, "asks__ask_roots") == "file:///work/project"
 
 
+async def test_several_questions_at_once_and_several_rounds(tmp_path: Path) -> None:
+    host = Host()
+    rounds: list[int] = []
+    config = write_config(tmp_path, extra=SERVER)
+    async with Client(_stdio(config), mode=MODERN, **host.callbacks()) as client:
+        await _arrived(client)
+        session = client.session
+        responses: dict[str, Any] | None = None
+        state: str | None = None
+        with anyio.fail_after(60):
+            while True:
+                outcome = await session.call_tool(
+                    "asks__ask_twice",
+                    {},
+                    input_responses=responses,
+                    request_state=state,
+                    allow_input_required=True,
+                )
+                if not isinstance(outcome, types.InputRequiredResult):
+                    break
+                asked = outcome.input_requests or {}
+                rounds.append(len(asked))
+                responses = {key: await _answer(host, request) for key, request in asked.items()}
+                state = outcome.request_state
+    block = outcome.content[0]
+    assert isinstance(block, types.TextContent)
+    assert block.text == "Ada | file:///work/project | completed Ada"
+    assert rounds == [2, 1], rounds  # the name and the roots together, then the completion
+
+
+async def _answer(host: Host, request: types.InputRequest) -> Any:
+    """What ``host`` answers an embedded question with."""
+    if isinstance(request, types.ElicitRequest):
+        return await host.elicit(None, request.params)
+    if isinstance(request, types.CreateMessageRequest):
+        return await host.sample(None, request.params)
+    return await host.roots(None)
+
+
 async def test_a_2026_host_over_http_answers_them_too(tmp_path: Path) -> None:
     host = Host()
     config = write_config(tmp_path, extra=SERVER)
