@@ -3,10 +3,12 @@
 The entry starts this installation's ``context-broker serve --config FILE`` with absolute
 paths, and the environment variables given with ``--env``. An existing file is merged (other
 servers and keys are kept), backed up before it is changed, and never overwritten when it
-cannot be read as a JSON object. The file of a host that reads JSONC (VS Code, Gemini CLI)
-may have comments and trailing commas: it is edited in place, keeping them; when that cannot
-be done, it is rewritten as plain JSON and the output says its comments were not kept (the
-backup has them). A host file that is a symbolic link or not a regular file is refused.
+cannot be read. The file of a host that reads JSONC (VS Code, Gemini CLI) may have comments
+and trailing commas: it is edited in place, keeping them; when that cannot be done, it is
+rewritten as plain JSON and the output says its comments were not kept (the backup has them).
+Codex keeps its servers in TOML (``[mcp_servers.NAME]`` tables): only the broker's table is
+written, so the file's comments and other settings stay as they were. A file that is a
+symbolic link or not a regular file is refused.
 
     InstallError    the host file is malformed, the broker config is missing, or an --env
                     value is not NAME=VALUE
@@ -22,18 +24,22 @@ import shutil
 import stat
 import sys
 import tempfile
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+import tomllib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
+import tomlkit
 from context_broker.server.settings import load_config
+from tomlkit.exceptions import TOMLKitError
 
 from . import _jsonc
 
 __all__ = [
     "CLIENTS",
+    "FileChange",
     "InstallError",
     "InstallResult",
     "broker_command",
@@ -43,8 +49,19 @@ __all__ = [
     "server_entry",
 ]
 
-Client = Literal["claude-desktop", "cursor", "vscode", "claude-code", "gemini-cli", "generic"]
+Client = Literal[
+    "claude-desktop",
+    "cursor",
+    "vscode",
+    "claude-code",
+    "gemini-cli",
+    "windsurf",
+    "codex",
+    "generic",
+]
 Scope = Literal["project", "user"]
+Format = Literal["json", "jsonc", "toml"]
+Action = Literal["added", "replaced", "unchanged"]
 
 
 @dataclass(frozen=True)
@@ -54,17 +71,23 @@ class _Host:
     label: str
     servers_key: str
     typed: bool  # its entries name their transport ("type": "stdio")
-    jsonc: bool  # it reads comments and trailing commas in its file
+    format: Format  # jsonc: it reads comments and trailing commas in its JSON file
     scope: Scope | None  # the default scope; None: no file of its own, only --path
+
+    @property
+    def syntax(self) -> str:
+        return "TOML" if self.format == "toml" else "JSON"
 
 
 _HOSTS: dict[Client, _Host] = {
-    "claude-desktop": _Host("Claude Desktop", "mcpServers", typed=False, jsonc=False, scope="user"),
-    "cursor": _Host("Cursor", "mcpServers", typed=False, jsonc=False, scope="user"),
-    "vscode": _Host("VS Code", "servers", typed=True, jsonc=True, scope="project"),
-    "claude-code": _Host("Claude Code", "mcpServers", typed=True, jsonc=False, scope="project"),
-    "gemini-cli": _Host("Gemini CLI", "mcpServers", typed=False, jsonc=True, scope="user"),
-    "generic": _Host("the host that reads it", "mcpServers", typed=False, jsonc=False, scope=None),
+    "claude-desktop": _Host("Claude Desktop", "mcpServers", False, "json", "user"),
+    "cursor": _Host("Cursor", "mcpServers", False, "json", "user"),
+    "vscode": _Host("VS Code", "servers", True, "jsonc", "project"),
+    "claude-code": _Host("Claude Code", "mcpServers", True, "json", "project"),
+    "gemini-cli": _Host("Gemini CLI", "mcpServers", False, "jsonc", "user"),
+    "windsurf": _Host("Windsurf", "mcpServers", False, "json", "user"),
+    "codex": _Host("Codex", "mcp_servers", False, "toml", "user"),
+    "generic": _Host("the host that reads it", "mcpServers", False, "json", None),
 }
 CLIENTS: tuple[Client, ...] = tuple(_HOSTS)
 
@@ -82,7 +105,7 @@ class InstallResult:
     servers_key: str
     name: str
     entry: dict[str, Any]
-    action: Literal["added", "replaced", "unchanged"]
+    action: Action
     backup: Path | None
     dry_run: bool
     comments_kept: bool = True  # False: the file's comments are not all in what is written
@@ -106,6 +129,12 @@ class InstallResult:
         host = _HOSTS[self.client].label
         return f"{self.action} {self.name!r} in {self.path}{backup}; restart {host} to load it"
 
+    def snippet(self) -> str:
+        """The entry as it stands in the host's file (what ``--dry-run`` prints)."""
+        if _HOSTS[self.client].format == "toml":
+            return _toml_table(self.servers_key, self.name, self.entry).rstrip("\n")
+        return json.dumps({self.servers_key: {self.name: self.entry}}, indent=2)
+
 
 def _user_config_dir(platform: str, home: Path, env: Mapping[str, str]) -> Path:
     """Where desktop applications keep their settings (the folder holding ``Claude/``)."""
@@ -127,9 +156,10 @@ def default_path(
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
 ) -> Path:
-    """The host's config file for ``scope`` (default: user for Claude Desktop, Cursor and
-    Gemini CLI, project for VS Code and Claude Code; project files are under ``cwd``). The
-    generic target has none: it writes only the file given with ``--path``."""
+    """The host's config file for ``scope`` (default: user for Claude Desktop, Cursor, Gemini
+    CLI, Windsurf and Codex, project for VS Code and Claude Code; project files are under
+    ``cwd``). Codex's user file is under ``$CODEX_HOME`` when that is set. The generic target
+    has none: it writes only the file given with ``--path``."""
     home = home or Path.home()
     cwd = cwd or Path.cwd()
     env = os.environ if env is None else env
@@ -139,10 +169,17 @@ def default_path(
             "--client generic writes a standard mcp.json file of your choice; pass --path FILE "
             "(an existing file is merged)"
         )
+    if client in ("claude-desktop", "windsurf") and scope == "project":
+        label = _HOSTS[client].label
+        raise InstallError(f"{label} has no project config; leave out --scope project")
     if client == "claude-desktop":
-        if scope == "project":
-            raise InstallError("Claude Desktop has no project config; leave out --scope project")
         return _user_config_dir(platform, home, env) / "Claude" / "claude_desktop_config.json"
+    if client == "windsurf":
+        return home / ".codeium" / "windsurf" / "mcp_config.json"
+    if client == "codex":
+        codex_home = env.get("CODEX_HOME")
+        user = Path(codex_home) if codex_home else home / ".codex"
+        return (user if scope == "user" else cwd / ".codex") / "config.toml"
     if client == "cursor":
         return (home if scope == "user" else cwd) / ".cursor" / "mcp.json"
     if client == "vscode":
@@ -196,6 +233,12 @@ def server_entry(
             "the host should start the broker with (config.example.toml is a start)"
         )
     load_config(config)  # a host would only show the broker failing to start
+    return _entry(client, config, command, env)
+
+
+def _entry(
+    client: Client, config: Path, command: list[str] | None, env: Mapping[str, str] | None
+) -> dict[str, Any]:
     program, *prefix = command or broker_command()
     entry: dict[str, Any] = {
         "command": program,
@@ -209,8 +252,8 @@ def server_entry(
 
 
 def _check_target(path: Path) -> None:
-    """Refuse a host file that is a symlink or not a regular file: merging would read the
-    file it points at (another program's credentials, say) and write it back here."""
+    """Refuse a file that is a symlink or not a regular file: merging would read the file it
+    points at (another program's credentials, say) and write it back here."""
     try:
         mode = path.lstat().st_mode
     except FileNotFoundError:
@@ -227,34 +270,41 @@ def _check_target(path: Path) -> None:
         )
     if not stat.S_ISREG(mode):
         raise InstallError(
-            f"{str(path)!r} is not a regular file; pass --path with the host's JSON config "
-            "file; nothing was written"
+            f"{str(path)!r} is not a regular file; pass --path with the host's config file; "
+            "nothing was written"
         )
 
 
 @dataclass(frozen=True)
 class _HostFile:
-    """A host file as read: its text (None: there is no file) and its JSON object."""
+    """A host file as read: its text (None: there is no file) and its value."""
 
     text: str | None
     data: dict[str, Any]
     jsonc: bool  # the text needed JSONC: it has comments or trailing commas
 
 
+_FIX = "fix it or move it away, then run install again; nothing was written"
+
+
 def _parse(path: Path, text: str, host: _Host) -> _HostFile:
-    """The file's value: plain JSON, or JSONC where the host reads it."""
+    """The file's value: plain JSON, JSONC where the host reads it, or TOML."""
+    if host.format == "toml":
+        try:
+            return _HostFile(text, tomllib.loads(text), False)
+        except tomllib.TOMLDecodeError as exc:
+            raise InstallError(f"{str(path)!r} is not valid TOML ({exc}); {_FIX}") from None
     try:
         return _HostFile(text, json.loads(text), False)
     except json.JSONDecodeError as exc:
         strict = f"line {exc.lineno}, column {exc.colno}: {exc.msg}"
-    fix = "fix it or move it away, then run install again; nothing was written"
     try:
         relaxed = _jsonc.loads(text)
     except ValueError as exc:
-        if host.jsonc:
-            raise InstallError(f"{str(path)!r} is not valid JSONC ({exc}); {fix}") from None
-        raise InstallError(f"{str(path)!r} is not valid JSON ({strict}); {fix}") from None
-    if not host.jsonc:
+        if host.format == "jsonc":
+            raise InstallError(f"{str(path)!r} is not valid JSONC ({exc}); {_FIX}") from None
+        raise InstallError(f"{str(path)!r} is not valid JSON ({strict}); {_FIX}") from None
+    if host.format != "jsonc":
         raise InstallError(
             f"{str(path)!r} is not valid JSON ({strict}): it has comments or trailing commas, "
             "which plain JSON does not allow; remove them, then run install again; nothing was "
@@ -264,7 +314,8 @@ def _parse(path: Path, text: str, host: _Host) -> _HostFile:
 
 
 def _read_host_file(path: Path, host: _Host) -> _HostFile:
-    """The file's JSON object; a missing or empty file is an empty one."""
+    """The file's value, an object; a missing or empty file is an empty one."""
+    _check_target(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -278,25 +329,182 @@ def _read_host_file(path: Path, host: _Host) -> _HostFile:
     read = _parse(path, text, host)
     if not isinstance(read.data, dict):
         raise InstallError(
-            f"{str(path)!r} holds a JSON {type(read.data).__name__}, not an object; fix it or "
-            "move it away, then run install again; nothing was written"
+            f"{str(path)!r} holds a JSON {type(read.data).__name__}, not an object; {_FIX}"
         )
     return read
 
 
-def _new_text(current: _HostFile, key: str, name: str, entry: dict[str, Any]) -> tuple[str, bool]:
-    """The file with ``entry`` as ``[key][name]``, and whether it keeps every comment the
-    file had (a JSONC file is edited in place; when that fails, it becomes plain JSON)."""
-    merged = {**current.data, key: {**current.data.get(key, {}), name: entry}}
+def _servers_of(current: _HostFile, path: Path, key: str, syntax: str = "JSON") -> dict[str, Any]:
+    servers = current.data.get(key, {})
+    if not isinstance(servers, dict):
+        raise InstallError(
+            f"{str(path)!r}: {key!r} is a {syntax} {type(servers).__name__}, not an object of "
+            "servers; fix it or move the file away; nothing was written"
+        )
+    return servers
+
+
+def _new_text(
+    path: Path, current: _HostFile, host: _Host, name: str, servers: dict[str, Any]
+) -> tuple[str, bool]:
+    """The file with ``servers`` as its servers object, and whether it keeps every comment
+    the file had. Only what changes is edited: a JSONC file in place (when that fails, it
+    becomes plain JSON), a TOML file table by table."""
+    key = host.servers_key
+    merged = {**current.data, key: servers}
+    if host.format == "toml":
+        toml = _toml_text(path, current.text or "", key, servers, merged)
+        return toml, _comment_lines(toml) >= _comment_lines(current.text or "")
     plain = json.dumps(merged, indent=2, ensure_ascii=False) + "\n"
     if current.text is None or not current.jsonc:
         return plain, True
     before = _jsonc.comments(current.text)
-    edited = _jsonc.set_entry(current.text, key, name, entry, merged)
+    edited = _jsonc.set_entry(current.text, key, name, servers[name], merged)
     if edited is None:
         return plain, before == 0
     after = _jsonc.comments(edited)
     return edited, before is not None and after is not None and after >= before
+
+
+def _comment_lines(text: str) -> int:
+    return sum(line.lstrip().startswith("#") for line in text.splitlines())
+
+
+# A table header line: [a.b] or [[a.b]], then perhaps a comment.
+_TOML_HEADER = re.compile(r"^[ \t]*\[\[?([^\[\]\n]+)\]\]?[ \t]*(?:#[^\n]*)?$", re.MULTILINE)
+
+
+def _toml_inline(value: Any) -> Any:
+    if isinstance(value, dict):
+        table = tomlkit.inline_table()
+        table.update({k: _toml_inline(v) for k, v in value.items()})
+        return table
+    return value
+
+
+def _toml_entry(entry: Mapping[str, Any]) -> Any:
+    """A server's table, with ``env`` and other objects as inline tables."""
+    table = tomlkit.table()
+    for field, value in entry.items():
+        table[field] = _toml_inline(value)
+    return table
+
+
+def _toml_table(key: str, name: str, entry: Mapping[str, Any]) -> str:
+    """``[key.name]`` and its values, as TOML text."""
+    document = tomlkit.document()
+    servers = tomlkit.table(is_super_table=True)
+    servers[name] = _toml_entry(entry)
+    document[key] = servers
+    return document.as_string()
+
+
+@dataclass(frozen=True)
+class _Section:
+    """One table of a TOML text: its key path and where it starts and ends."""
+
+    path: tuple[str, ...]
+    start: int  # the comment lines directly above its header
+    header: int
+    end: int
+
+
+def _toml_path(raw: str) -> tuple[str, ...]:
+    value: Any = tomllib.loads(f"{raw} = 0")
+    path: list[str] = []
+    while isinstance(value, dict):
+        [(name, value)] = value.items()
+        path.append(name)
+    return tuple(path)
+
+
+def _comments_above(text: str, pos: int) -> int:
+    """Where the comment lines directly above the line at ``pos`` start."""
+    while pos > 0:
+        above = text.rfind("\n", 0, pos - 1) + 1
+        if not text[above:pos].lstrip().startswith("#"):
+            break
+        pos = above
+    return pos
+
+
+def _sections(text: str) -> list[_Section]:
+    heads = [(m.start(), _toml_path(m[1])) for m in _TOML_HEADER.finditer(text)]
+    starts = [_comments_above(text, pos) for pos, _ in heads]
+    ends = [*starts[1:], len(text)]
+    return [_Section(p, s, h, e) for (h, p), s, e in zip(heads, starts, ends, strict=True)]
+
+
+def _toml_by_tables(text: str, key: str, servers: dict[str, Any]) -> str:
+    """``text`` with its ``[key.NAME]`` tables set to ``servers``: a changed table replaced
+    where it is, a removed one taken out with the comments directly above it, a new one
+    added at the end; the rest of the text untouched."""
+    old = tomllib.loads(text).get(key, {})
+    sections = _sections(text)
+    edits: list[tuple[int, int, str]] = []
+    for name, value in old.items():
+        if servers.get(name) == value:
+            continue
+        own = [s for s in sections if s.path[:2] == (key, name)]
+        if not own:
+            raise ValueError(f"{name!r} is not in tables of its own")
+        if name in servers:  # its first table replaced in place, its other tables taken out
+            first, own = own[0], own[1:]
+            old_text = text[first.header : first.end]
+            gap = old_text[len(old_text.rstrip()) :] or "\n"
+            new = _toml_table(key, name, servers[name]).rstrip("\n") + gap
+            edits.append((first.header, first.end, new))
+        edits += [(s.start, s.end, "") for s in own]
+    for start, end, new in sorted(edits, reverse=True):
+        text = text[:start] + new + text[end:]
+    added = [_toml_table(key, n, e) for n, e in servers.items() if n not in old]
+    if added:
+        text = (text.rstrip("\n") + "\n\n" if text.strip() else "") + "\n".join(added)
+    return text
+
+
+def _toml_by_document(text: str, key: str, servers: dict[str, Any]) -> str:
+    """``_toml_by_tables`` through tomlkit's document, for layouts it does not follow
+    (servers as inline tables or dotted keys)."""
+    document = tomlkit.parse(text)
+    if key not in document:
+        document[key] = tomlkit.table(is_super_table=True)
+    table: Any = document[key]
+    for name in [n for n in table if n not in servers]:
+        del table[name]
+    for name, entry in servers.items():
+        if name not in table or table[name].unwrap() != entry:
+            table[name] = _toml_entry(entry)
+    return document.as_string()
+
+
+def _toml_text(
+    path: Path, text: str, key: str, servers: dict[str, Any], expected: dict[str, Any]
+) -> str:
+    edits: tuple[Callable[[str, str, dict[str, Any]], str], ...] = (
+        _toml_by_tables,
+        _toml_by_document,
+    )
+    for edit in edits:
+        try:
+            edited = edit(text, key, servers)
+            if tomllib.loads(edited) == expected:
+                return edited
+        except (ValueError, TOMLKitError):  # a layout this edit does not follow
+            continue
+    raise InstallError(
+        f"cannot write the servers of {str(path)!r} without changing its other settings; add "
+        f"the entry by hand (install --dry-run prints it); nothing was written"
+    )
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One file to write: its text before (None: a new file) and after."""
+
+    path: Path
+    before: str | None
+    after: str
 
 
 def _backup_path(path: Path) -> Path:
@@ -323,6 +531,47 @@ def _write_atomically(path: Path, text: str) -> None:
         raise
 
 
+def _write(changes: Iterable[FileChange]) -> dict[Path, Path]:
+    """Write each change in order, an existing file backed up first; the backups by file."""
+    backups: dict[Path, Path] = {}
+    for change in changes:
+        if change.before is not None:
+            backups[change.path] = _backup_path(change.path)
+            shutil.copy2(change.path, backups[change.path])
+        _write_atomically(change.path, change.after)
+    return backups
+
+
+def _target(client: Client, path: Path | None, scope: Scope | None) -> tuple[_Host, Path]:
+    if client not in CLIENTS:
+        raise InstallError(f"unknown client {client!r}; choose one of {', '.join(CLIENTS)}")
+    return _HOSTS[client], (path or default_path(client, scope)).expanduser().absolute()
+
+
+def _plan(
+    client: Client,
+    target: Path,
+    current: _HostFile,
+    name: str,
+    entry: dict[str, Any],
+    *,
+    only: bool,
+    dry_run: bool,
+) -> tuple[InstallResult, FileChange | None]:
+    """The broker's entry merged into the host file (``only``: as its one server)."""
+    host = _HOSTS[client]
+    servers = _servers_of(current, target, host.servers_key, host.syntax)
+    wanted = {name: entry} if only else {**servers, name: entry}
+    action: Action = (
+        "added" if name not in servers else "unchanged" if servers[name] == entry else "replaced"
+    )
+    result = InstallResult(client, target, host.servers_key, name, entry, action, None, dry_run)
+    if wanted == servers:
+        return result, None
+    text, comments_kept = _new_text(target, current, host, name, wanted)
+    return replace(result, comments_kept=comments_kept), FileChange(target, current.text, text)
+
+
 def install(
     client: Client,
     config: Path,
@@ -336,30 +585,10 @@ def install(
 ) -> InstallResult:
     """Merge the broker's entry into the host's config file (``path`` overrides where it is);
     ``env`` goes into the entry as the variables the host starts the broker with."""
-    if client not in CLIENTS:
-        raise InstallError(f"unknown client {client!r}; choose one of {', '.join(CLIENTS)}")
-    host = _HOSTS[client]
-    target = (path or default_path(client, scope)).expanduser().absolute()
+    host, target = _target(client, path, scope)
     entry = server_entry(client, config, command, env)
-    _check_target(target)
     current = _read_host_file(target, host)
-    key = host.servers_key
-    servers = current.data.get(key, {})
-    if not isinstance(servers, dict):
-        raise InstallError(
-            f"{str(target)!r}: {key!r} is a JSON {type(servers).__name__}, not an object of "
-            "servers; fix it or move the file away; nothing was written"
-        )
-    action: Literal["added", "replaced", "unchanged"] = (
-        "added" if name not in servers else "unchanged" if servers[name] == entry else "replaced"
-    )
-    if action == "unchanged":
-        return InstallResult(client, target, key, name, entry, action, None, dry_run)
-    text, comments_kept = _new_text(current, key, name, entry)
-    backup = None
-    if not dry_run:
-        if target.exists():
-            backup = _backup_path(target)
-            shutil.copy2(target, backup)
-        _write_atomically(target, text)
-    return InstallResult(client, target, key, name, entry, action, backup, dry_run, comments_kept)
+    result, change = _plan(client, target, current, name, entry, only=False, dry_run=dry_run)
+    if change is None or dry_run:
+        return result
+    return replace(result, backup=_write([change]).get(target))

@@ -233,7 +233,8 @@ def _install_parser(sub: Any) -> None:
         choices=["project", "user"],
         default=None,
         help="project file (under the current folder) or the user's; default: user for "
-        "claude-desktop, cursor and gemini-cli, project for vscode and claude-code",
+        "claude-desktop, cursor, gemini-cli, windsurf and codex, project for vscode and "
+        "claude-code",
     )
     parser.add_argument(
         "--path",
@@ -253,17 +254,16 @@ def _install_parser(sub: Any) -> None:
 
 
 def _cmd_install(args: argparse.Namespace) -> int:
-    result = install(
-        args.client,
-        args.config,
-        path=args.path,
-        scope=args.scope,
-        name=args.name,
-        dry_run=args.dry_run,
-        env=parse_env(args.env),
-    )
+    options: dict[str, Any] = {
+        "path": args.path,
+        "scope": args.scope,
+        "name": args.name,
+        "dry_run": args.dry_run,
+        "env": parse_env(args.env),
+    }
+    result = install(args.client, args.config, **options)
     if args.dry_run:
-        print(json.dumps({result.servers_key: {result.name: result.entry}}, indent=2))
+        print(result.snippet())
         print(result.describe(), file=sys.stderr)
     else:
         print(result.describe())

@@ -2,7 +2,8 @@
 file with absolute paths and the ``--env`` variables, merged with what is there and backed up,
 or only printed with ``--dry-run``; a malformed file or ``--env`` value is refused and nothing
 is written. The written entry starts a broker an MCP client can talk to. (JSONC files:
-test_install_jsonc.py.)"""
+test_install_jsonc.py; Codex's TOML file: test_install_codex.py; --import:
+test_install_import.py.)"""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from mcp import Client, StdioServerParameters
 from tests.support.broker_procs import BROKER, server_env
 
 OTHER = {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"]}
+JSON_CLIENTS = [c for c in CLIENTS if c != "codex"]
 
 
 def _config(folder: Path) -> Path:
@@ -58,6 +60,7 @@ def _backups(path: Path) -> list[Path]:
         ("vscode", "servers", "stdio"),
         ("claude-code", "mcpServers", "stdio"),
         ("gemini-cli", "mcpServers", None),
+        ("windsurf", "mcpServers", None),
         ("generic", "mcpServers", None),
     ],
 )
@@ -85,6 +88,7 @@ async def test_each_host_gets_its_own_format_with_absolute_paths(
         ("claude-code", ".mcp.json"),
         ("cursor", "home/.cursor/mcp.json"),
         ("gemini-cli", "home/.gemini/settings.json"),
+        ("windsurf", "home/.codeium/windsurf/mcp_config.json"),
     ],
 )
 async def test_without_path_the_hosts_own_file_is_written(
@@ -135,7 +139,7 @@ async def test_a_changed_entry_is_replaced_and_an_unchanged_one_left_alone(
     assert len(_backups(target)) == 1  # only the first run changed the file
 
 
-@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("client", JSON_CLIENTS)
 async def test_dry_run_prints_the_entry_and_writes_nothing(tmp_path: Path, client: str) -> None:
     _config(tmp_path)
     target = tmp_path / "mcp.json"
@@ -172,6 +176,7 @@ async def test_the_generic_target_needs_a_path(tmp_path: Path) -> None:
         ("vscode", "servers"),
         ("claude-code", "mcpServers"),
         ("gemini-cli", "mcpServers"),
+        ("windsurf", "mcpServers"),
         ("generic", "mcpServers"),
     ],
 )
@@ -325,6 +330,20 @@ def test_user_scope_files_of_the_editors() -> None:
         default_path("gemini-cli", "project", home=home, cwd=cwd)
         == cwd / ".gemini" / "settings.json"
     )
+    windsurf = home / ".codeium" / "windsurf" / "mcp_config.json"
+    assert default_path("windsurf", home=home, cwd=cwd) == windsurf
+    assert default_path("codex", home=home, env={}, cwd=cwd) == home / ".codex" / "config.toml"
+    assert default_path("codex", "project", home=home, cwd=cwd) == cwd / ".codex" / "config.toml"
+
+
+def test_codex_home_moves_codexs_user_file() -> None:
+    path = default_path("codex", home=Path("/h"), env={"CODEX_HOME": "/codex"})
+    assert path == Path("/codex/config.toml")
+
+
+def test_windsurf_has_no_project_file() -> None:
+    with pytest.raises(InstallError, match="Windsurf has no project config"):
+        default_path("windsurf", "project", home=Path("/h"), cwd=Path("/work"))
 
 
 @pytest.mark.parametrize("scope", [None, "user", "project"])

@@ -1,23 +1,31 @@
 """Every ``json`` block of the documentation parses, and the host entries the hosts page shows
 (marked ``<!-- entry: CLIENT -->``) are what ``context-broker install --client CLIENT
---dry-run`` prints, one for each client ``install`` knows."""
+--dry-run`` prints, one for each client ``install`` knows: JSON, or for Codex TOML (shown as a
+``text`` block: the pages' ``toml`` blocks are broker configs, see test_configs.py)."""
 
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 from context_broker.server.cli.install import CLIENTS, install
 
 from ._blocks import DOCS, Block, of
 
-ENTRIES = [b for b in of("json") if b.marker == "entry"]
+ENTRIES = [b for b in of("json", "text") if b.marker == "entry"]
 PLACEHOLDER = "/absolute/path/to"
 
 
 def _where(block: Block) -> str:
     return block.where
+
+
+def _value(client: str, text: str) -> Any:
+    """An entry as its host reads it: TOML for Codex, JSON for the others."""
+    return tomllib.loads(text) if client == "codex" else json.loads(text)
 
 
 @pytest.mark.parametrize("block", of("json"), ids=_where)
@@ -42,6 +50,7 @@ def test_an_entry_shown_is_what_install_writes(block: Block, tmp_path: Path) -> 
         dry_run=True,
         command=[f"{PLACEHOLDER}/.venv/bin/context-broker"],
     )
-    printed = json.dumps({result.servers_key: {result.name: result.entry}})
-    printed = printed.replace(str(config.parent), PLACEHOLDER)
-    assert json.loads(block.text) == json.loads(printed)
+    client = block.marker_value or ""
+    assert block.lang == ("text" if client == "codex" else "json"), block.where
+    printed = result.snippet().replace(str(config.parent), PLACEHOLDER)
+    assert _value(client, block.text) == _value(client, printed)
