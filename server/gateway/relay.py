@@ -18,11 +18,14 @@ own error is passed back as it is. Log messages go to the host of the call in fl
 otherwise.
 
 A downstream's log message or question names no request on the wire (progress does, by its
-token, and reaches the host of that token's call), so it is taken to belong to a host's
-request only while every request the broker has in flight on that session (calls, reads,
-subscriptions) is that host's; whenever another host's request, or one made for no host, is
-in flight too, it is not given to anyone: it is dropped and counted (:attr:`Relay.dropped`,
-and a log line, INFO for the first of each kind), never sent to another host.
+token, and reaches the host of that token's call). A question is asked while the request it
+belongs to is in flight, so it belongs to a host's request when every request the broker has
+in flight on that session (calls, reads, subscriptions) is that host's. A log message may come
+after its request ended, so it goes to a host only when, besides, no other live host
+connection has used the session (HTTP and SSE servers give each host connection a session of
+its own, see :mod:`.eras`; a stdio server's one session is shared). Otherwise it is not given
+to anyone: it is dropped and counted (:attr:`Relay.dropped`, and a log line, INFO for the
+first of each kind), never sent to another host.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
-from weakref import WeakKeyDictionary
+from weakref import WeakKeyDictionary, WeakSet
 
 import anyio
 import mcp_types as types
@@ -191,6 +194,8 @@ class Relay:
         self._server = server
         self._timeout = timeout
         self._inflight: dict[int, Host | None] = {}  # None: a request made for no host
+        # The host connections that made requests on this session, while they live.
+        self._users: WeakSet[object] = WeakSet()
         self._ids = itertools.count()
         self.dropped: Counter[str] = Counter()
         """Messages and questions of the server that no host was given, by kind."""
@@ -200,7 +205,10 @@ class Relay:
         """Hold a request made in this block (a call, a subscription, ...) as in flight for
         the host :func:`calling_for` set (or for none)."""
         ticket = next(self._ids)
-        self._inflight[ticket] = _CALLER.get()
+        host = _CALLER.get()
+        self._inflight[ticket] = host
+        if host is not None:
+            self._users.add(connection_of(host.session))
         try:
             yield
         finally:
@@ -222,6 +230,11 @@ class Relay:
             return self._dropped(what, f"no host can be asked during this call to {self._server!r}")
         if asking and host.modern and host.exchange is None:
             return _refused(f"{what}: the host's connection has no channel for requests")
+        mine = connection_of(host.session)
+        if not asking and any(user is not mine for user in self._users):
+            # A question can only come from a request in flight, all of them this host's; a
+            # log message may be about a request that already ended, another host's.
+            return self._dropped(what, "other hosts use this session too; cannot tell whose")
         return host
 
     def _dropped(self, what: str, why: str) -> types.ErrorData:

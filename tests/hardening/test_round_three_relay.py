@@ -6,8 +6,9 @@ other host."""
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -144,35 +145,38 @@ async def test_a_downstream_log_about_one_hosts_request_never_reaches_another_ho
         assert bystander.logs == ["holding"]
 
 
+@pytest.mark.parametrize("kind", ["http", "stdio"])
 async def test_a_late_log_about_one_hosts_call_never_reaches_another_hosts_call(
-    tmp_path: Path,
+    tmp_path: Path, kind: str
 ) -> None:
-    """Over an HTTP downstream each host connection has its own downstream session, so a log
-    message the downstream sends after host A's call ended, while only host B has a call in
-    flight, is A's (and dropped, A having no call), never B's."""
+    """A log message the downstream sends after host A's call ended, while only host B has a
+    call in flight, never reaches B: over HTTP each host connection has its own downstream
+    session (the message is A's, and dropped, A having no call); a stdio server's one session
+    is shared, so a log message on it goes to nobody once two hosts have used it."""
+    from tests.gateway.test_gateway_relay import FIXTURE as ASKS
     from tests.gateway.test_modern_host_questions import _remote
 
-    async with _remote("http") as downstream:
-        table = (
-            f'\n[servers.asks]\nurl = "{downstream}"\ntransport = "http"\n'
-            'protocol_version = "2025-11-25"\ninclude = "always"\ntrust = "auto"\n'
-            "timeout = 20\n"
-        )
+    async with AsyncExitStack() as stack:
+        if kind == "http":
+            downstream = await stack.enter_async_context(_remote("http"))
+            where = f'url = "{downstream}"\ntransport = "http"\nprotocol_version = "2025-11-25"\n'
+        else:
+            where = f"command = {sys.executable!r}\nargs = [{str(ASKS)!r}]\n"
+        table = f'\n[servers.asks]\n{where}include = "always"\ntrust = "auto"\ntimeout = 20\n'
         config = gateway_config(tmp_path, table)
-        async with (
-            running_broker(config, "http") as (url, _),
-            _http_host(url) as first,
-            _http_host(url) as second,
-        ):
+        url, _ = await stack.enter_async_context(running_broker(config, "http"))
+        first = await stack.enter_async_context(_http_host(url))
+        second = await stack.enter_async_context(_http_host(url))
 
-            async def listed() -> bool:
-                names = {t.name for t in (await second.session.list_tools()).tools}
-                return "asks__wait" in names
+        async def listed() -> bool:
+            names = {t.name for t in (await second.session.list_tools()).tools}
+            return "asks__wait" in names
 
-            await _until(listed)
-            with anyio.fail_after(30):
-                done = await first.session.call_tool("asks__late_log", {})
-                waited = await second.session.call_tool("asks__wait", {"seconds": 2.5})
-            assert not done.is_error and not waited.is_error
-            await anyio.sleep(0.5)
+        await _until(listed)
+        with anyio.fail_after(30):
+            done = await first.session.call_tool("asks__late_log", {})
+            waited = await second.session.call_tool("asks__wait", {"seconds": 2.5})
+        assert not done.is_error and not waited.is_error
+        await anyio.sleep(0.5)
     assert "late note" not in second.logs, second.logs
+    assert "late note" not in first.logs, first.logs  # its call had ended: it is nobody's
