@@ -16,7 +16,7 @@ from typing import Any
 
 import json5
 
-__all__ = ["comments", "loads", "set_entry"]
+__all__ = ["comments", "loads", "set_entry", "set_member"]
 
 _TOKEN = re.compile(
     r'(?P<space>\s+)|(?P<comment>//[^\n]*|/\*.*?\*/)|(?P<string>"(?:[^"\\\n]|\\.)*")'
@@ -154,14 +154,25 @@ def _insert(text: str, tokens: list[_Token], open_at: int, key: str, value: Any,
     return text
 
 
+def _unit(text: str) -> str:
+    """The file's indentation step (two spaces when it has none yet)."""
+    indented = _INDENTED.search(text)
+    unit = indented[1] if indented else "  "
+    return "\t" if unit.startswith("\t") else unit
+
+
+def _replace_value(text: str, tokens: list[_Token], member: _Member, value: Any, unit: str) -> str:
+    indent, _ = _line_indent(text, tokens[member.key_at].start)
+    start, end = tokens[member.value_at].start, tokens[member.end - 1].end
+    return text[:start] + _render(value, indent, unit) + text[end:]
+
+
 def _edit(text: str, tokens: list[_Token], key: str, name: str, entry: Any) -> str | None:
     if not tokens:  # only comments: the object goes after them
         return f"{text.rstrip()}\n{_render({key: {name: entry}}, '', '  ')}\n"
     if tokens[0].text != "{":
         return None
-    indented = _INDENTED.search(text)
-    unit = indented[1] if indented else "  "
-    unit = "\t" if unit.startswith("\t") else unit
+    unit = _unit(text)
     top, _ = _members(tokens, 0)
     servers = next((m for m in reversed(top) if m.key == key), None)
     if servers is None:
@@ -172,9 +183,20 @@ def _edit(text: str, tokens: list[_Token], key: str, name: str, entry: Any) -> s
     found = next((m for m in reversed(inner) if m.key == name), None)
     if found is None:
         return _insert(text, tokens, servers.value_at, name, entry, unit)
-    indent, _ = _line_indent(text, tokens[found.key_at].start)
-    start, end = tokens[found.value_at].start, tokens[found.end - 1].end
-    return text[:start] + _render(entry, indent, unit) + text[end:]
+    return _replace_value(text, tokens, found, entry, unit)
+
+
+def _edit_member(text: str, tokens: list[_Token], key: str, value: Any) -> str | None:
+    if not tokens:
+        return f"{text.rstrip()}\n{_render({key: value}, '', '  ')}\n"
+    if tokens[0].text != "{":
+        return None
+    unit = _unit(text)
+    top, _ = _members(tokens, 0)
+    found = next((m for m in reversed(top) if m.key == key), None)
+    if found is None:
+        return _insert(text, tokens, 0, key, value, unit)
+    return _replace_value(text, tokens, found, value, unit)
 
 
 def set_entry(text: str, key: str, name: str, entry: Any, expected: Any) -> str | None:
@@ -189,5 +211,22 @@ def set_entry(text: str, key: str, name: str, entry: Any, expected: Any) -> str 
         if edited is not None and json5.loads(edited) == expected:
             return edited
     except (IndexError, ValueError):  # a layout this module does not follow
+        pass
+    return None
+
+
+def set_member(text: str, key: str, value: Any, expected: Any) -> str | None:
+    """``text`` with ``value`` as the whole member ``key`` of its top object (comments inside
+    the old value go with it; every other comment and member stays), edited in place;
+    ``expected`` is the whole value the result must read back as. None when the edit cannot
+    be made in place."""
+    scanned = _scan(text)
+    if scanned is None:
+        return None
+    try:
+        edited = _edit_member(text, scanned[0], key, value)
+        if edited is not None and json5.loads(edited) == expected:
+            return edited
+    except (IndexError, ValueError):
         pass
     return None

@@ -1,4 +1,5 @@
-"""``context-broker install``: writes the broker's entry into an MCP host's config file.
+"""``context-broker install``: writes the broker's entry into an MCP host's config file, and
+with ``--import`` moves the host's other servers behind the broker.
 
 The entry starts this installation's ``context-broker serve --config FILE`` with absolute
 paths, and the environment variables given with ``--env``. An existing file is merged (other
@@ -10,16 +11,22 @@ Codex keeps its servers in TOML (``[mcp_servers.NAME]`` tables): only the broker
 written, so the file's comments and other settings stay as they were. A file that is a
 symbolic link or not a regular file is refused.
 
-    InstallError    the host file is malformed, the broker config is missing, or an --env
-                    value is not NAME=VALUE
+``import_servers`` copies the host's other servers into ``mcp-servers.json`` beside the
+broker config, points the config's ``mcp_servers_file`` at that copy (the broker then starts
+them, each chosen per request), and leaves only the broker in the host's file.
+
+    InstallError    the host file is malformed, the broker config is missing, an --env value
+                    is not NAME=VALUE, or an import would replace servers the config reads
     (a broker config that does not load raises contextcore's ConfigError)
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
+import shlex
 import shutil
 import stat
 import sys
@@ -32,6 +39,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import tomlkit
+from context_broker.server.gateway.errors import GatewayError
+from context_broker.server.gateway.servers_file import is_broker_command, parse_servers
 from context_broker.server.settings import load_config
 from tomlkit.exceptions import TOMLKitError
 
@@ -39,11 +48,14 @@ from . import _jsonc
 
 __all__ = [
     "CLIENTS",
+    "SERVERS_FILE",
     "FileChange",
+    "ImportResult",
     "InstallError",
     "InstallResult",
     "broker_command",
     "default_path",
+    "import_servers",
     "install",
     "parse_env",
     "server_entry",
@@ -62,6 +74,9 @@ Client = Literal[
 Scope = Literal["project", "user"]
 Format = Literal["json", "jsonc", "toml"]
 Action = Literal["added", "replaced", "unchanged"]
+
+SERVERS_FILE = "mcp-servers.json"
+"""The file, beside the broker config, that ``--import`` moves a host's servers into."""
 
 
 @dataclass(frozen=True)
@@ -359,7 +374,11 @@ def _new_text(
     if current.text is None or not current.jsonc:
         return plain, True
     before = _jsonc.comments(current.text)
-    edited = _jsonc.set_entry(current.text, key, name, servers[name], merged)
+    others = {n: e for n, e in current.data.get(key, {}).items() if n != name}
+    if {n: e for n, e in servers.items() if n != name} == others:
+        edited = _jsonc.set_entry(current.text, key, name, servers[name], merged)
+    else:
+        edited = _jsonc.set_member(current.text, key, servers, merged)
     if edited is None:
         return plain, before == 0
     after = _jsonc.comments(edited)
@@ -506,6 +525,16 @@ class FileChange:
     before: str | None
     after: str
 
+    def diff(self) -> str:
+        """The change as a unified diff."""
+        lines = difflib.unified_diff(
+            (self.before or "").splitlines(keepends=True),
+            self.after.splitlines(keepends=True),
+            "/dev/null" if self.before is None else str(self.path),
+            str(self.path),
+        )
+        return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
 
 def _backup_path(path: Path) -> Path:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -592,3 +621,202 @@ def install(
     if change is None or dry_run:
         return result
     return replace(result, backup=_write([change]).get(target))
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """What ``import_servers`` did (or, with ``dry_run``, would do)."""
+
+    host: InstallResult
+    moved: tuple[str, ...]  # the servers now in the servers file
+    config: Path
+    servers_file: Path
+    changes: tuple[FileChange, ...]  # in the order written: servers file, config, host file
+    backups: Mapping[Path, Path]
+
+    def diff(self) -> str:
+        """Every file's change, as unified diffs (what ``--dry-run`` prints)."""
+        return "".join(change.diff() for change in self.changes)
+
+    def describe(self) -> str:
+        """Lines for a person: what moved where, what to run next, and how to undo it."""
+        if not self.moved:
+            return (
+                f"nothing to import: {self.host.path} lists no servers besides the broker; "
+                + self.host.describe()
+            )
+        verb = "would move" if self.host.dry_run else "moved"
+        count = f"{len(self.moved)} server{'' if len(self.moved) == 1 else 's'}"
+        lines = [
+            f"{verb} {count} from {self.host.path} to {self.servers_file}: "
+            f"{', '.join(self.moved)}; the broker starts them, each chosen per request "
+            '(include "agent"); the broker\'s own entry is not copied',
+            *(self._line(change) for change in self.changes),
+        ]
+        if self.host.dry_run:
+            return "\n".join([*lines, "nothing was written; the changes are shown above"])
+        host = _HOSTS[self.host.client].label
+        undo = [
+            f"mv {shlex.quote(str(self.backups[c.path]))} {shlex.quote(str(c.path))}"
+            if c.path in self.backups
+            else f"rm {shlex.quote(str(c.path))}"
+            for c in reversed(self.changes)
+        ]
+        config = shlex.quote(str(self.config))
+        return "\n".join(
+            [
+                *lines,
+                f"next: context-broker check --config {config}, then restart {host}",
+                f"to undo: {'; '.join(undo)}",
+            ]
+        )
+
+    def _line(self, change: FileChange) -> str:
+        if change.path == self.host.path:
+            what = f"lists only {self.host.name!r}"
+            if not self.host.comments_kept:
+                what += " (comments among the moved entries go with them; the backup keeps them)"
+        elif change.path == self.config:
+            what = f"reads its servers from {SERVERS_FILE} (mcp_servers_file)"
+        else:
+            what = "holds them"
+        if change.path in self.backups:
+            return f"{change.path} {what}; the previous file is kept as {self.backups[change.path]}"
+        if change.before is None:
+            return f"{change.path} {what} (a new file)"
+        return f"{change.path} {what}"
+
+
+def _from_codex(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """A Codex server as the servers file has it: ``http_headers``, ``env_http_headers`` and
+    ``bearer_token_env_var`` become ``headers`` (variables as ``${env:NAME}``)."""
+    out = dict(entry)
+    headers = dict(out.pop("http_headers", None) or {})
+    for header, variable in (out.pop("env_http_headers", None) or {}).items():
+        headers[header] = f"${{env:{variable}}}"
+    token = out.pop("bearer_token_env_var", None)
+    if token:
+        headers["Authorization"] = f"Bearer ${{env:{token}}}"
+    if headers:
+        out["headers"] = headers
+    return out
+
+
+def _movable(client: Client, path: Path, servers: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """The host's servers as the servers file will hold them, each checked as the broker
+    reads it; the broker's own entries (``name``, or any that starts a broker) left out."""
+    found = {
+        n: (_from_codex(e) if client == "codex" else dict(e)) if isinstance(e, dict) else e
+        for n, e in servers.items()
+        if n != name  # replaced by the entry install writes
+    }
+    for entry in found.values():
+        cwd = entry.get("cwd") if isinstance(entry, dict) else None
+        if isinstance(cwd, str) and not cwd.startswith(("~", "$")) and not Path(cwd).is_absolute():
+            entry["cwd"] = str(path.parent / cwd)  # the broker read it relative to the host file
+    try:
+        checked = parse_servers({"mcpServers": found}, source=str(path))
+    except GatewayError as exc:
+        raise InstallError(
+            f"{exc}; fix the entry or move it away, then run install --import again; nothing "
+            "was written"
+        ) from None
+    return {n: found[n] for n, cfg in checked.items() if not is_broker_command(cfg)}
+
+
+def _servers_change(
+    config: Path, host: _Host, host_file: Path, moved: dict[str, Any]
+) -> FileChange | None:
+    """The servers file beside ``config`` with ``moved`` added; refused when the config
+    already reads servers from another file than that one or the host's."""
+    copy = config.parent / SERVERS_FILE
+    if copy.resolve() == host_file.resolve():
+        raise InstallError(
+            f"{str(host_file)!r} is the servers file --import would move its servers into; "
+            "pass a --config in another folder; nothing was written"
+        )
+    if config.is_file():
+        loaded = load_config(config)
+        if loaded.mcp_servers_file is not None:
+            reads = loaded.resolve(loaded.mcp_servers_file)
+            if reads.resolve() not in (copy.resolve(), host_file.resolve()):
+                raise InstallError(
+                    f"{str(config)!r} already reads servers from {str(reads)!r} "
+                    "(mcp_servers_file), which --import would replace; move its servers into "
+                    f"the host's file, or take mcp_servers_file out of {config.name}, then run "
+                    "install --import again; nothing was written"
+                )
+    current = _read_host_file(copy, _HOSTS["generic"])
+    own = "mcpServers" if host.format == "toml" else host.servers_key  # JSON, as the broker reads
+    key = next((k for k in ("mcpServers", "servers") if k in current.data), own)
+    servers = {**_servers_of(current, copy, key), **moved}
+    after = json.dumps({**current.data, key: servers}, indent=2, ensure_ascii=False) + "\n"
+    return None if after == current.text else FileChange(copy, current.text, after)
+
+
+def _config_change(config: Path, host_file: Path) -> FileChange | None:
+    """The broker config with ``mcp_servers_file`` naming the servers file beside it: a
+    top-level key, so it goes before the first table; the rest of the file is kept."""
+    _check_target(config)
+    before = config.read_text(encoding="utf-8") if config.is_file() else None
+    if before is None:
+        after = (
+            f"# The servers `context-broker install --import` moved from {host_file}:\n"
+            "# the broker starts them, each chosen per request.\n"
+            f"mcp_servers_file = {json.dumps(SERVERS_FILE)}\n"
+        )
+        return FileChange(config, None, after)
+    document = tomlkit.parse(before)
+    if document.get("mcp_servers_file") == SERVERS_FILE:
+        return None
+    if "mcp_servers_file" in document:
+        document["mcp_servers_file"] = SERVERS_FILE
+    else:
+        value = tomlkit.item(SERVERS_FILE)
+        value.comment(f"the servers install --import moved from {host_file}")
+        document["mcp_servers_file"] = value
+    after = document.as_string()
+    if tomllib.loads(after) != {**tomllib.loads(before), "mcp_servers_file": SERVERS_FILE}:
+        raise InstallError(
+            f"cannot add mcp_servers_file to {str(config)!r} without changing its other "
+            f'settings; add mcp_servers_file = "{SERVERS_FILE}" above its first table by hand; '
+            "nothing was written"
+        )
+    return FileChange(config, before, after)
+
+
+def import_servers(
+    client: Client,
+    config: Path,
+    *,
+    path: Path | None = None,
+    scope: Scope | None = None,
+    name: str = "context-broker",
+    dry_run: bool = False,
+    command: list[str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> ImportResult:
+    """Move the host's servers behind the broker: into the servers file beside ``config``
+    (created, or merged), which ``config`` (created when missing) reads as its
+    ``mcp_servers_file``; the host's file then lists only the broker. Every file is backed
+    up before it changes; the host's file is written last."""
+    host, target = _target(client, path, scope)
+    config = config.expanduser().absolute()
+    current = _read_host_file(target, host)
+    servers = _servers_of(current, target, host.servers_key, host.syntax)
+    moved = _movable(client, target, servers, name)
+    if config.is_file() or not moved:
+        entry = server_entry(client, config, command, env)
+    else:  # the config is written below, with only the servers file in it
+        entry = _entry(client, config, command, env)
+    changes: list[FileChange] = []
+    if moved:
+        copied = _servers_change(config, host, target, moved)
+        changes = [c for c in (copied, _config_change(config, target)) if c is not None]
+    result, host_change = _plan(client, target, current, name, entry, only=True, dry_run=dry_run)
+    if host_change is not None:
+        changes.append(host_change)
+    backups = {} if dry_run else _write(changes)
+    result = replace(result, backup=backups.get(target))
+    copy = config.parent / SERVERS_FILE
+    return ImportResult(result, tuple(moved), config, copy, tuple(changes), backups)

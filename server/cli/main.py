@@ -32,7 +32,7 @@ from ..terminal import EscapingFormatter, escape_lines
 from ..version import broker_version
 from .auth import add_parser as add_auth_parser
 from .auth import cmd_auth
-from .install import CLIENTS, InstallError, install, parse_env
+from .install import CLIENTS, SERVERS_FILE, InstallError, import_servers, install, parse_env
 from .learning import add_parsers as add_learning_parsers
 from .learning import cmd_forget, cmd_learn, learn_from_log
 from .model_setup import prepare_model_dir
@@ -224,7 +224,8 @@ def _install_parser(sub: Any) -> None:
         "install",
         help="add the broker to an MCP host's config (merged, with a backup)",
         description="Writes the host's entry for `context-broker serve --config FILE` with "
-        "absolute paths, keeping the other servers and a backup of the previous file.",
+        "absolute paths, keeping the other servers and a backup of the previous file. With "
+        "--import, the host's other servers move behind the broker.",
     )
     parser.add_argument("--client", required=True, choices=CLIENTS, help="the MCP host")
     _add_config(parser)
@@ -250,7 +251,19 @@ def _install_parser(sub: Any) -> None:
         metavar="NAME=VALUE",
         help="an environment variable the host starts the broker with (repeatable)",
     )
-    parser.add_argument("--dry-run", action="store_true", help="print the entry, write nothing")
+    parser.add_argument(
+        "--import",
+        dest="import_servers",
+        action="store_true",
+        help=f"also move the host's other servers behind the broker: copied into {SERVERS_FILE} "
+        "beside --config (created if missing), which reads it as mcp_servers_file; the host "
+        "file then lists only the broker (every changed file is backed up)",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the entry (with --import: each file's change), write nothing",
+    )
 
 
 def _cmd_install(args: argparse.Namespace) -> int:
@@ -261,6 +274,12 @@ def _cmd_install(args: argparse.Namespace) -> int:
         "dry_run": args.dry_run,
         "env": parse_env(args.env),
     }
+    if args.import_servers:
+        moved = import_servers(args.client, args.config, **options)
+        if args.dry_run:  # the files' own tabs kept, every other control character escaped
+            print("\t".join(escape_lines(part) for part in moved.diff().split("\t")), end="")
+        print(escape_lines(moved.describe()), file=sys.stderr if args.dry_run else sys.stdout)
+        return 0
     result = install(args.client, args.config, **options)
     if args.dry_run:
         print(result.snippet())
