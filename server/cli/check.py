@@ -116,7 +116,9 @@ def format_check(report: dict[str, Any]) -> str:
     names, tool names and a downstream's stderr come from outside)."""
     if not report["ok"]:
         return f"config {escape(report['config'])}: INVALID\n  {escape_lines(report['error'])}"
-    lines = [f"config {report['config']}: OK (agent {report['agent']!r})", "items:"]
+    code = check_exit_code(report)
+    verdict = "OK" if code == 0 else f"valid, but check fails (exit code {code}: see below)"
+    lines = [f"config {report['config']}: {verdict} (agent {report['agent']!r})", "items:"]
     if not report["items"]:
         lines.append("  none")
     for kind, modes in sorted(report["items"].items()):
@@ -146,12 +148,12 @@ def format_check(report: dict[str, Any]) -> str:
             f"  damaged records: {p['damaged_records']} (every read skips them; "
             "`context-broker repair` shows and removes them)"
         )
-    if check_exit_code(report) == SERVER_DOWN:
+    if code == SERVER_DOWN:
         lines.append(
             f"a downstream server is not connected (see its last error above): exit code "
             f"{SERVER_DOWN}; fix it, or set enabled = false on it"
         )
-    if check_exit_code(report) == NEEDS_REVIEW:
+    if code == NEEDS_REVIEW:
         lines.append(
             "downstream tools need review (held back or flagged above): exit code "
             f"{NEEDS_REVIEW}; see `context-broker tools status`"

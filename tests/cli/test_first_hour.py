@@ -49,6 +49,7 @@ def test_a_missing_downstream_command_says_where_it_was_looked_for(tmp_path: Pat
     config = write_config(tmp_path, extra=servers)
     done = _run("check", "--config", str(config), cwd=tmp_path)
     assert done.returncode == 2
+    assert "OK" not in done.stdout.splitlines()[0], done.stdout  # it fails, it never says OK
     ghost = next(line for line in done.stdout.splitlines() if "server ghost" in line)
     local = next(line for line in done.stdout.splitlines() if "server local" in line)
     assert "'mcp-server-nowhere-to-be-found' is not on the PATH it runs with" in ghost
