@@ -32,7 +32,7 @@ import stat
 import sys
 import tempfile
 import tomllib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -42,9 +42,8 @@ import tomlkit
 from context_broker.server.gateway.errors import GatewayError
 from context_broker.server.gateway.servers_file import is_broker_command, parse_servers
 from context_broker.server.settings import load_config
-from tomlkit.exceptions import TOMLKitError
 
-from . import _jsonc
+from . import _jsonc, _toml
 
 __all__ = [
     "CLIENTS",
@@ -147,7 +146,7 @@ class InstallResult:
     def snippet(self) -> str:
         """The entry as it stands in the host's file (what ``--dry-run`` prints)."""
         if _HOSTS[self.client].format == "toml":
-            return _toml_table(self.servers_key, self.name, self.entry).rstrip("\n")
+            return _toml.toml_table(self.servers_key, self.name, self.entry).rstrip("\n")
         return json.dumps({self.servers_key: {self.name: self.entry}}, indent=2)
 
 
@@ -390,131 +389,16 @@ def _comment_lines(text: str) -> int:
 
 
 # A table header line: [a.b] or [[a.b]], then perhaps a comment.
-_TOML_HEADER = re.compile(r"^[ \t]*\[\[?([^\[\]\n]+)\]\]?[ \t]*(?:#[^\n]*)?$", re.MULTILINE)
-
-
-def _toml_inline(value: Any) -> Any:
-    if isinstance(value, dict):
-        table = tomlkit.inline_table()
-        table.update({k: _toml_inline(v) for k, v in value.items()})
-        return table
-    return value
-
-
-def _toml_entry(entry: Mapping[str, Any]) -> Any:
-    """A server's table, with ``env`` and other objects as inline tables."""
-    table = tomlkit.table()
-    for field, value in entry.items():
-        table[field] = _toml_inline(value)
-    return table
-
-
-def _toml_table(key: str, name: str, entry: Mapping[str, Any]) -> str:
-    """``[key.name]`` and its values, as TOML text."""
-    document = tomlkit.document()
-    servers = tomlkit.table(is_super_table=True)
-    servers[name] = _toml_entry(entry)
-    document[key] = servers
-    return document.as_string()
-
-
-@dataclass(frozen=True)
-class _Section:
-    """One table of a TOML text: its key path and where it starts and ends."""
-
-    path: tuple[str, ...]
-    start: int  # the comment lines directly above its header
-    header: int
-    end: int
-
-
-def _toml_path(raw: str) -> tuple[str, ...]:
-    value: Any = tomllib.loads(f"{raw} = 0")
-    path: list[str] = []
-    while isinstance(value, dict):
-        [(name, value)] = value.items()
-        path.append(name)
-    return tuple(path)
-
-
-def _comments_above(text: str, pos: int) -> int:
-    """Where the comment lines directly above the line at ``pos`` start."""
-    while pos > 0:
-        above = text.rfind("\n", 0, pos - 1) + 1
-        if not text[above:pos].lstrip().startswith("#"):
-            break
-        pos = above
-    return pos
-
-
-def _sections(text: str) -> list[_Section]:
-    heads = [(m.start(), _toml_path(m[1])) for m in _TOML_HEADER.finditer(text)]
-    starts = [_comments_above(text, pos) for pos, _ in heads]
-    ends = [*starts[1:], len(text)]
-    return [_Section(p, s, h, e) for (h, p), s, e in zip(heads, starts, ends, strict=True)]
-
-
-def _toml_by_tables(text: str, key: str, servers: dict[str, Any]) -> str:
-    """``text`` with its ``[key.NAME]`` tables set to ``servers``: a changed table replaced
-    where it is, a removed one taken out with the comments directly above it, a new one
-    added at the end; the rest of the text untouched."""
-    old = tomllib.loads(text).get(key, {})
-    sections = _sections(text)
-    edits: list[tuple[int, int, str]] = []
-    for name, value in old.items():
-        if servers.get(name) == value:
-            continue
-        own = [s for s in sections if s.path[:2] == (key, name)]
-        if not own:
-            raise ValueError(f"{name!r} is not in tables of its own")
-        if name in servers:  # its first table replaced in place, its other tables taken out
-            first, own = own[0], own[1:]
-            old_text = text[first.header : first.end]
-            gap = old_text[len(old_text.rstrip()) :] or "\n"
-            new = _toml_table(key, name, servers[name]).rstrip("\n") + gap
-            edits.append((first.header, first.end, new))
-        edits += [(s.start, s.end, "") for s in own]
-    for start, end, new in sorted(edits, reverse=True):
-        text = text[:start] + new + text[end:]
-    added = [_toml_table(key, n, e) for n, e in servers.items() if n not in old]
-    if added:
-        text = (text.rstrip("\n") + "\n\n" if text.strip() else "") + "\n".join(added)
-    return text
-
-
-def _toml_by_document(text: str, key: str, servers: dict[str, Any]) -> str:
-    """``_toml_by_tables`` through tomlkit's document, for layouts it does not follow
-    (servers as inline tables or dotted keys)."""
-    document = tomlkit.parse(text)
-    if key not in document:
-        document[key] = tomlkit.table(is_super_table=True)
-    table: Any = document[key]
-    for name in [n for n in table if n not in servers]:
-        del table[name]
-    for name, entry in servers.items():
-        if name not in table or table[name].unwrap() != entry:
-            table[name] = _toml_entry(entry)
-    return document.as_string()
-
-
 def _toml_text(
     path: Path, text: str, key: str, servers: dict[str, Any], expected: dict[str, Any]
 ) -> str:
-    edits: tuple[Callable[[str, str, dict[str, Any]], str], ...] = (
-        _toml_by_tables,
-        _toml_by_document,
-    )
-    for edit in edits:
-        try:
-            edited = edit(text, key, servers)
-            if tomllib.loads(edited) == expected:
-                return edited
-        except (ValueError, TOMLKitError):  # a layout this edit does not follow
-            continue
-    raise InstallError(
-        f"cannot write the servers of {str(path)!r} without changing its other settings; add "
-        f"the entry by hand (install --dry-run prints it); nothing was written"
-    )
+    edited = _toml.edited_text(text, key, servers, expected)
+    if edited is None:
+        raise InstallError(
+            f"cannot write the servers of {str(path)!r} without changing its other settings; "
+            "add the entry by hand (install --dry-run prints it); nothing was written"
+        )
+    return edited
 
 
 @dataclass(frozen=True)
