@@ -149,8 +149,9 @@ class SearchEngine:
         self.learner = learner  # adds what usage taught to the fused score before selection
         self.embedder = embedder
         self.settings = settings or SearchSettings()
-        self._index = ChunkIndex(cache or MemoryEmbeddingCache())
-        self.small_talk = SmallTalk()
+        cache = cache or MemoryEmbeddingCache()
+        self._index = ChunkIndex(cache)
+        self.small_talk = SmallTalk(cache=cache)
         self._synced_version = -1
         self._lock = threading.RLock()
         # Recent messages' vectors: a follow-up's earlier messages were embedded for their
@@ -380,6 +381,8 @@ class SearchEngine:
         small talk as to any item that may be selected ("hi! what time is it in Tokyo?" is
         not: its second sentence asks for a tool)."""
         if raw is None or self.embedder is None or layout.matrix is None:
+            return False
+        if plan.context:  # a follow-up that reads its conversation ("and in Oslo?")
             return False
         own = 1 + len(plan.parts) + len(plan.intents)
         if not self.small_talk.judge(self.embedder, raw[:own], view.columns[:, :own].max(0)):

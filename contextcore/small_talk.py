@@ -8,7 +8,9 @@ conversation) is embedded once; a request is small talk when every text it is se
 (the message, its parts, each of its sentences, the host's steps) is at least as close in
 meaning to one of those as any item that may be selected scores for it (the score the search
 ranks by, cosine plus the lexical part, so an item sharing the message's words keeps it).
-On the shared sets no request the catalog serves loses its tools, while about half of the
+A follow-up that reads its conversation ("and in Oslo?" after a time question) is not judged
+alone: the conversation decides it. On the shared sets no request the catalog serves loses
+its tools, while about half of the
 off-topic messages the list was not tuned on select nothing more (benchmarks/reach.py).
 """
 
@@ -21,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .embedding import Embedder, Vectors
+from .embedding_cache import EmbeddingCache, text_hash
 
 __all__ = ["SmallTalk", "load_phrases"]
 
@@ -41,19 +44,36 @@ def _unit(vectors: Vectors) -> npt.NDArray[np.float32]:
 class SmallTalk:
     """The small-talk messages' vectors, embedded on first use by the search's embedder."""
 
-    def __init__(self, phrases: tuple[str, ...] | None = None) -> None:
+    def __init__(
+        self, phrases: tuple[str, ...] | None = None, cache: EmbeddingCache | None = None
+    ) -> None:
         self.phrases = load_phrases() if phrases is None else phrases
+        self._cache = cache  # the search's embedding cache: replicas sharing it embed once
         self._vectors: npt.NDArray[np.float32] | None = None
         self._model = ""
         self._lock = threading.Lock()
 
     def vectors(self, embedder: Embedder) -> npt.NDArray[np.float32]:
-        """The phrases' unit vectors under ``embedder`` (embedded again for another model)."""
+        """The phrases' unit vectors under ``embedder`` (embedded again for another model),
+        read from the embedding cache where it has them."""
         with self._lock:
             if self._vectors is None or self._model != embedder.model_name:
-                self._vectors = _unit(embedder.embed(list(self.phrases)))
+                self._vectors = _unit(self._embedded(embedder))
                 self._model = embedder.model_name
             return self._vectors
+
+    def _embedded(self, embedder: Embedder) -> Vectors:
+        model = embedder.model_name
+        hashes = [text_hash(p) for p in self.phrases]
+        known = self._cache.get_many(model, hashes) if self._cache is not None else {}
+        todo = [(h, p) for h, p in zip(hashes, self.phrases, strict=True) if h not in known]
+        if todo:
+            fresh = embedder.embed([p for _, p in todo])
+            new = {h: fresh[i] for i, (h, _) in enumerate(todo)}
+            if self._cache is not None:
+                self._cache.put_many(model, new)
+            known = {**known, **new}
+        return np.stack([known[h] for h in hashes]).astype(np.float32)
 
     def judge(
         self,
