@@ -127,45 +127,29 @@ async def test_the_question_comes_as_an_input_required_result_bound_to_the_call(
         ((key, asked),) = first.input_requests.items()
         assert isinstance(asked, types.ElicitRequest)
         answer = types.ElicitResult(action="accept", content={"name": "Grace"})
-        # The state is good for this call only: another tool's retry is refused.
-        with pytest.raises(MCPError) as refused:
-            await session.call_tool(
-                "asks__ask_roots",
-                {},
-                input_responses={key: answer},
-                request_state=first.request_state,
-                allow_input_required=True,
-            )
-        assert refused.value.error.code == types.INVALID_PARAMS
-        # A made-up state is refused as well, and the real one still answers.
-        with pytest.raises(MCPError):
-            await session.call_tool(
-                "asks__ask_name",
-                {},
-                input_responses={key: answer},
-                request_state=first.request_state[:-4] + "AAAA",
-                allow_input_required=True,
-            )
-        with anyio.fail_after(30):
-            done = await session.call_tool(
-                "asks__ask_name",
-                {},
-                input_responses={key: answer},
-                request_state=first.request_state,
-                allow_input_required=True,
-            )
+
+        async def retry(tool: str, state: str) -> Any:
+            with anyio.fail_after(30):
+                return await session.call_tool(
+                    tool,
+                    {},
+                    input_responses={key: answer},
+                    request_state=state,
+                    allow_input_required=True,
+                )
+
+        async def refused(tool: str, state: str) -> None:
+            with pytest.raises(MCPError) as caught:
+                await retry(tool, state)
+            assert caught.value.error.code == types.INVALID_PARAMS, caught.value.error
+
+        await refused("asks__ask_roots", first.request_state)  # good for this call only
+        await refused("asks__ask_name", first.request_state[:-4] + "AAAA")  # made up
+        done = await retry("asks__ask_name", first.request_state)  # the real one answers
         assert isinstance(done, types.CallToolResult), done
         block = done.content[0]
         assert isinstance(block, types.TextContent) and block.text == "accept: Grace"
-        # Used once: the same state again is refused.
-        with pytest.raises(MCPError):
-            await session.call_tool(
-                "asks__ask_name",
-                {},
-                input_responses={key: answer},
-                request_state=first.request_state,
-                allow_input_required=True,
-            )
+        await refused("asks__ask_name", first.request_state)  # used once
 
 
 async def test_a_host_that_never_answers_leaves_no_downstream_request_waiting(
