@@ -45,6 +45,8 @@ PREFIX = "cb-ask."
 """Every ``requestState`` the broker issues starts with this; others are a downstream's."""
 LIMIT = 256
 """Exchanges waiting for a host's answers at once; the oldest is given up beyond it."""
+MAX_QUESTIONS = 16
+"""Questions one call may have open at once; a downstream asking more gets an error for each."""
 _SETTLE = 0.02
 """How long a first question waits for others asked with it, so they go in one answer."""
 
@@ -85,7 +87,14 @@ class Exchange:
 
     async def ask(self, request: types.InputRequest) -> dict[str, Any] | types.ErrorData:
         """Put ``request`` to the host in the call's next answer and wait for its response
-        (the wire JSON of the host's ``inputResponses`` entry), or the error it ended with."""
+        (the wire JSON of the host's ``inputResponses`` entry), or the error it ended with; a
+        question beyond :data:`MAX_QUESTIONS` open ones is refused at once."""
+        if len(self._open) >= MAX_QUESTIONS:
+            return types.ErrorData(
+                code=types.INVALID_REQUEST,
+                message=f"{request.method}: this call already has {MAX_QUESTIONS} questions "
+                "waiting for the host",
+            )
         key = f"q{next(self._keys)}"
         question = _Question(request)
         self._open[key] = question
