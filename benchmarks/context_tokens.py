@@ -39,7 +39,7 @@ from typing import Any
 import anyio
 from _common import SHARED, CachedEmbedder
 from context_broker.server.embedding import build_embedder, default_model_dir
-from context_broker.server.gateway.naming import assign_names
+from context_broker.server.gateway.naming.names import assign_names
 from context_broker.server.settings import AppConfig
 from mcp import Client, StdioServerParameters
 from relevance import EXAMPLE_QUERIES, NamedTools, five_servers

@@ -61,12 +61,12 @@ from typing import Any
 
 import anyio
 from _common import ROOT, SHARED, CachedEmbedder
-from context_broker.server.broker import build_broker
 from context_broker.server.embedding import build_embedder
-from context_broker.server.gateway.naming import assign_names
+from context_broker.server.gateway.naming.names import assign_names
+from context_broker.server.host.tool_calls import ToolRunner
+from context_broker.server.parts import build_broker
 from context_broker.server.runtime import build_runtime
 from context_broker.server.settings import AppConfig, load_config
-from context_broker.server.surface.tool_calls import ToolRunner
 from context_broker.tools.requests import BUILD_REQUEST_CONTEXT
 from mcp import Client, types
 

@@ -19,7 +19,7 @@ from mcp import Client, StdioServerParameters
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from context_broker.server.broker import build_broker
+from context_broker.server.parts import build_broker
 from context_broker.server.settings import load_config
 
 _TOPICS = [

@@ -30,7 +30,7 @@ import json
 from collections.abc import Callable
 
 from _common import timed
-from context_broker.server.broker import build_broker
+from context_broker.server.parts import build_broker
 from context_broker.server.settings import AppConfig
 
 from contextcore.chunking import item_chunks

@@ -7,7 +7,7 @@ the Markdown of NAME:
              ``contextcore.config`` included): type, default, and what it does, taken from
              ``config.example.toml``'s comment for the key, else from the comment or
              docstring beside the field in the settings model
-    tools    every tool the broker answers: the tool specs of ``tools.surface`` and the
+    tools    every tool the broker answers: the tool specs of ``tools.all_tools`` and the
              request-context view, then the gateway's ``call_tool`` and ``list_servers``;
              name, description, arguments (from the input schema), result fields, and
              whether ``[server] tools = "model"`` lists it
@@ -458,8 +458,8 @@ class ToolEntry:
 
 def tool_entries() -> list[ToolEntry]:
     """Every tool the broker answers, in the order hosts list them."""
-    from context_broker.server.gateway.surface import CALL_TOOL, LIST_SERVERS
-    from context_broker.server.surface.mcp_server import MODEL_TOOLS, TOOLS
+    from context_broker.server.host.gateway_tools import CALL_TOOL, LIST_SERVERS
+    from context_broker.server.host.mcp_server import MODEL_TOOLS, TOOLS
     from context_broker.tools.gateway import (
         CALL_TOOL_DESCRIPTION,
         LIST_SERVERS_DESCRIPTION,

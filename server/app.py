@@ -15,15 +15,15 @@ from mcp.server import Server
 from contextcore.config import ToolSurface
 from contextcore.errors import ConfigError, ContextCoreError
 
-from .broker import AppParts
 from .gateway import Gateway
+from .parts import AppParts
 from .reload import serve_with_reload
 from .runtime import Runtime, build_runtime
 from .settings import load_config
 from .transport.http import build_http_app, guard_settings, run_http
 from .transport.passthrough import DirectCalls
-from .transport.sdk_compat import fast_path_enabled
 from .transport.stdio import fast_stdio_server
+from .wire.sdk_compat import fast_path_enabled
 
 __all__ = ["serve"]
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio.to_thread
-from context_broker.server.broker import AppParts as BrokerParts
+from context_broker.server.parts import AppParts as BrokerParts
 from context_broker.server.settings import TelemetryConfig
 from mcp import types
 from opentelemetry import context as otel_context

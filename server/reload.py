@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 import anyio.abc
 import anyio.to_thread
-from context_broker.server.broker import AppParts as BrokerParts
+from context_broker.server.parts import AppParts as BrokerParts
 from context_broker.server.settings import AppConfig, DownstreamConfig, load_config
 from watchfiles import Change, awatch
 

@@ -27,20 +27,20 @@ from contextcore.errors import ConfigError
 from contextcore.profiles import unknown_servers
 from contextcore.services.history import HistoryService
 
-from .broker import AppParts
 from .embedding import build_embedder
 from .gateway import ExposedChangeFn, Gateway, GatewaySettings, ToolGate, resolve_servers
-from .gateway.oauth_store import open_tokens
-from .gateway.surface import GatewaySurface, HostNotifier
+from .gateway.oauth.store import open_tokens
+from .host.gateway_tools import GatewaySurface, HostNotifier
+from .host.mcp_server import build_server
 from .observability import Observer, build_tracer_provider, http_routes
+from .parts import AppParts
 from .reload import ConfigReloader
 from .settings import AppConfig, DownstreamConfig
 from .stores import build_store
 from .summarizers import SummarizerFactory
-from .surface.mcp_server import build_server
 from .transport.passthrough import DirectCalls
-from .transport.sdk_compat import fast_path_enabled
 from .version import broker_version
+from .wire.sdk_compat import fast_path_enabled
 
 __all__ = ["Runtime", "build_gateway", "build_runtime", "new_gateway"]
 

@@ -176,7 +176,7 @@ class DownstreamConfig(ConfigModel):
     max_description_chars: int | None = Field(None, ge=100)
     tools: dict[str, DownstreamToolConfig] = Field(default_factory=dict)
     oauth: OAuthConfig | None = None
-    # None: the newest version both sides speak (see server.gateway.connection).
+    # None: the newest version both sides speak (see server.gateway.links.connection).
     protocol_version: (
         Literal["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"] | None
     ) = None

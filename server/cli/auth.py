@@ -24,12 +24,12 @@ from typing import Any
 import anyio
 from context_broker.server.settings import AppConfig, DownstreamConfig, load_config
 
-from ..gateway.connection import open_connection
 from ..gateway.errors import GatewayError, UnknownServerError
-from ..gateway.oauth import LOGIN_TIMEOUT, build_auth, paused
-from ..gateway.oauth_store import TokenStore, open_tokens
-from ..gateway.secrets import Redactor, expand_server
+from ..gateway.links.connection import open_connection
+from ..gateway.oauth.client import LOGIN_TIMEOUT, build_auth, paused
+from ..gateway.oauth.store import TokenStore, open_tokens
 from ..gateway.servers_file import resolve_servers
+from ..gateway.trust.secrets import Redactor, expand_server
 
 __all__ = ["add_parser", "cmd_auth"]
 

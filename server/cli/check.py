@@ -5,15 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from context_broker.server.broker import build_broker
 from context_broker.server.embedding import resolve_model_dir
+from context_broker.server.parts import build_broker
 from context_broker.server.settings import load_config
 
 from contextcore.errors import ContextCoreError
 
 from ..gateway import GatewayError
 from ..gateway.servers_file import survey_servers
-from ..gateway.trust import approve_hint
+from ..gateway.trust.gate import approve_hint
 from ..summarizers import require_sdk
 from ..terminal import escape, escape_lines
 

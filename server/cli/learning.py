@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from context_broker.server.broker import AppParts as BrokerParts
-from context_broker.server.broker import build_broker
+from context_broker.server.parts import AppParts as BrokerParts
+from context_broker.server.parts import build_broker
 from context_broker.server.settings import AppConfig, load_config
 
 from contextcore.factory import build_learner

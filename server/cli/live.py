@@ -7,7 +7,7 @@ from typing import Any
 
 import anyio
 
-from ..broker import AppParts
+from ..parts import AppParts
 from ..runtime import build_gateway
 
 __all__ = ["gather_downstream"]

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from context_broker.server.broker import build_broker
 from context_broker.server.embedding import FastEmbedEmbedder, default_model_dir, resolve_model_dir
+from context_broker.server.parts import build_broker
 from context_broker.server.settings import AppConfig, load_config
 
 from contextcore.catalog import Catalog
@@ -290,7 +290,7 @@ def _cmd_install(args: argparse.Namespace) -> int:
 
 
 def _cmd_tools(args: argparse.Namespace) -> int:
-    from ..gateway.approvals import approve_tools, pin_file_of, tools_status
+    from ..gateway.trust.approvals import approve_tools, pin_file_of, tools_status
 
     path = pin_file_of(args.config, args.pin_file)
     # The commands printed repeat the option given, so they can be run as they are.

@@ -15,11 +15,11 @@ from .errors import (
 )
 from .gateway import ExposedChangeFn, Gateway
 from .models import ConnectionState, ExposedTool, GatewaySettings, ServerStatus
-from .naming import assign_names, sanitize, split_resource_uri, wrap_resource_uri
-from .secrets import RedactingFilter, Redactor, expand_env, expand_server
+from .naming.names import assign_names, sanitize, split_resource_uri, wrap_resource_uri
 from .server_state import ServerState, ServerTable
 from .servers_file import load_servers_file, parse_servers, resolve_servers
-from .trust import ToolGate, TrustReport
+from .trust.gate import ToolGate, TrustReport
+from .trust.secrets import RedactingFilter, Redactor, expand_env, expand_server
 
 __all__ = [
     "ConnectionState",

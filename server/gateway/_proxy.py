@@ -30,14 +30,14 @@ import anyio
 import mcp_types as types
 from pydantic import TypeAdapter
 
-from .connection import Connection, _all_pages
 from .errors import UnknownToolError
-from .naming import name_all, split_resource_uri, wrap_resource_uri
-from .secrets import Redactor
+from .links.connection import Connection, _all_pages
+from .naming.names import name_all, split_resource_uri, wrap_resource_uri
+from .naming.templates import TemplateTable, wrap_template
+from .relay.subscriptions import Subscriptions
 from .server_state import ServerTable
-from .subscriptions import Subscriptions
-from .templates import TemplateTable, wrap_template
-from .trust import ToolGate
+from .trust.gate import ToolGate
+from .trust.secrets import Redactor
 
 __all__ = ["BROKER_PROMPTS", "ListsChangedFn", "ResourceProxy"]
 
@@ -59,7 +59,7 @@ _COMPLETION: TypeAdapter[types.CompleteResult] = TypeAdapter(types.CompleteResul
 _NO_COMPLETION = types.CompleteResult(completion=types.Completion(values=[]))
 
 BROKER_PROMPTS = frozenset({"context"})
-"""The broker's own prompt names (``server.surface.prompts``): no downstream prompt takes one."""
+"""The broker's own prompt names (``server.host.prompts``): no downstream prompt takes one."""
 _BROKER_URIS = ("context://", "ui://context-broker/")  # the broker's own resources
 
 

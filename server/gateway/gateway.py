@@ -28,15 +28,15 @@ from contextcore.catalog import Catalog
 from contextcore.items import Tool
 
 from ._proxy import ResourceProxy
-from .connection import Connection
 from .errors import GatewayError
+from .links.connection import Connection
+from .links.supervisor import Supervisor
 from .models import ExposedTool, GatewaySettings, ServerStatus
-from .naming import ExposedNames, broker_tool_names
-from .secrets import Redactor
+from .naming.names import ExposedNames, broker_tool_names
 from .server_state import ServerChanges, ServerState, ServerTable, diff_servers
 from .servers_file import resolve_servers
-from .supervisor import Supervisor
-from .trust import ToolGate, log_report
+from .trust.gate import ToolGate, log_report
+from .trust.secrets import Redactor
 
 __all__ = ["ExposedChangeFn", "Gateway"]
 

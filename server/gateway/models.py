@@ -12,8 +12,8 @@ from context_broker.tools.gateway import ServerRow
 from contextcore.items import IncludeMode
 
 if TYPE_CHECKING:
-    from .oauth_store import TokenStore
-    from .trust import TrustReport
+    from .oauth.store import TokenStore
+    from .trust.gate import TrustReport
 
 __all__ = ["ConnectionState", "ExposedTool", "GatewaySettings", "ServerStatus"]
 
@@ -33,7 +33,7 @@ class GatewaySettings:
     backoff_max: float = 30.0
     debounce: float = 0.25
     pin_poll: float = 1.0  # seconds between checks of the pin file for approvals
-    fast_path: bool = True  # stdio servers get the request lane (see server.transport.sdk_compat)
+    fast_path: bool = True  # stdio servers get the request lane (see server.wire.sdk_compat)
     tokens: TokenStore | None = None  # OAuth tokens of downstream servers (None: in memory)
     # A server whose OAuth sign-in needs a person opens a browser; off (check, eval), its
     # connection fails with the `auth login` hint instead.

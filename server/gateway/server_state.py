@@ -25,7 +25,6 @@ from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from contextcore.items import Tool
 
-from .connection import Connection
 from .errors import (
     DownstreamError,
     GatewayError,
@@ -35,10 +34,11 @@ from .errors import (
     UnknownToolError,
     UnreadableAnswer,
 )
+from .links.connection import Connection
 from .models import ConnectionState, ServerStatus
-from .naming import prefix_for
-from .secrets import Redactor
-from .trust import HeldTool, TrustReport, approve_hint
+from .naming.names import prefix_for
+from .trust.gate import HeldTool, TrustReport, approve_hint
+from .trust.secrets import Redactor
 
 __all__ = ["LIVE_SETTINGS", "ServerChanges", "ServerState", "ServerTable", "diff_servers"]
 

@@ -47,7 +47,7 @@ from context_broker.server.settings import AppConfig, DownstreamConfig
 from pydantic import ValidationError
 
 from .errors import GatewayError, ServersFileError
-from .naming import prefix_problem
+from .naming.names import prefix_problem
 
 __all__ = [
     "DEPTH_ENV",

@@ -1,7 +1,7 @@
 """OAuth tokens of downstream servers in the shared session store, so broker replicas share them.
 
 Each server's entry (its tokens, client registration and discovered metadata: see
-``server.gateway.oauth_store``) is one JSON value, written in one statement so a reader never
+``server.gateway.oauth.store``) is one JSON value, written in one statement so a reader never
 sees half of one:
 
     postgres   table ``gateway_tokens (server text PRIMARY KEY, entry text)``, one upsert

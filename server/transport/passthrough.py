@@ -1,7 +1,7 @@
 """Forwarded downstream calls answered straight from the stdio wire.
 
 A ``tools/call`` of an exposed downstream tool, or of ``call_tool``, to a server with a fast
-lane (a stdio server, see ``server.gateway.stdio_link``) that asks for neither recording
+lane (a stdio server, see ``server.gateway.links.stdio_link``) that asks for neither recording
 (``session_id``) nor progress (``progressToken``) needs nothing from the broker but the
 downstream's answer. Such a line is taken off the host's input before the SDK's server sees
 it: it is written downstream at once, and the downstream's answer is written back under the
@@ -34,9 +34,9 @@ from typing import Any
 
 from mcp_types import INTERNAL_ERROR, ErrorData
 
-from ..gateway.relay import severity, shown
-from ..gateway.surface import GatewaySurface
-from .jsonrpc_lines import (
+from ..gateway.relay.host import severity, shown
+from ..host.gateway_tools import GatewaySurface
+from ..wire.jsonrpc_lines import (
     RequestKey,
     error_line,
     id_key,

@@ -31,7 +31,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from mcp_types import INTERNAL_ERROR, JSONRPCError, JSONRPCResponse
 
-from .jsonrpc_lines import MAX_LINE_BYTES, Rejected, error_line, message_line, read_message
+from ..wire.jsonrpc_lines import MAX_LINE_BYTES, Rejected, error_line, message_line, read_message
 
 if TYPE_CHECKING:
     from .passthrough import DirectCalls

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from context_broker.server.surface.mcp_server import build_server
+from context_broker.server.host.mcp_server import build_server
 from mcp import Client
 from mcp.server import Server
 

@@ -1,6 +1,6 @@
 """Fixtures for assemble_context: a broker with a fixed catalog, its history service, and an
 MCP server exposing the broker's tools plus ASSEMBLY_TOOLS (built locally until the tool is
-registered in ``server.surface.mcp_server``)."""
+registered in ``server.host.mcp_server``)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from context_broker.server.broker import build_broker
+from context_broker.server.parts import build_broker
 from context_broker.server.settings import load_config, parse_config
 
 from contextcore.errors import ConfigError

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from context_broker.server.gateway.surface import CALL_TOOL, LIST_SERVERS
+from context_broker.server.host.gateway_tools import CALL_TOOL, LIST_SERVERS
+from context_broker.server.host.mcp_server import MODEL_TOOLS, TOOLS
 from context_broker.server.settings import AppConfig
-from context_broker.server.surface.mcp_server import MODEL_TOOLS, TOOLS
 
 from ._blocks import DOCS, hooks
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-from context_broker.server.gateway.asking import MAX_QUESTIONS, Exchange
+from context_broker.server.gateway.relay.asking import MAX_QUESTIONS, Exchange
 
 
 async def test_questions_beyond_the_bound_are_refused_at_once() -> None:

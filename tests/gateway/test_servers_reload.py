@@ -17,9 +17,9 @@ from typing import Any
 
 import anyio
 import pytest
-from context_broker.server.broker import build_broker
 from context_broker.server.gateway import Gateway
 from context_broker.server.gateway.server_state import ServerChanges, diff_servers
+from context_broker.server.parts import build_broker
 from context_broker.server.reload import ConfigReloader
 from context_broker.server.settings import DownstreamConfig, load_config
 from mcp import Client, MCPError, StdioServerParameters, stdio_client

@@ -4,7 +4,7 @@ a server cannot make the broker hold more than the limit."""
 
 from __future__ import annotations
 
-from context_broker.server.transport.jsonrpc_lines import LineSplitter
+from context_broker.server.wire.jsonrpc_lines import LineSplitter
 
 
 def _feed_all(splitter: LineSplitter, data: bytes, chunk: int) -> list[bytes]:

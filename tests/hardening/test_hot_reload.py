@@ -13,7 +13,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from context_broker.server.broker import build_broker
+from context_broker.server.parts import build_broker
 from context_broker.server.reload import ConfigReloader
 from context_broker.server.settings import load_config
 from mcp import Client, StdioServerParameters, stdio_client

@@ -20,10 +20,10 @@ from typing import Any
 
 import anyio
 import httpx
-from context_broker.server.broker import build_broker
+from context_broker.server.host.mcp_server import build_server
+from context_broker.server.parts import build_broker
 from context_broker.server.settings import load_config
 from context_broker.server.stores import build_store
-from context_broker.server.surface.mcp_server import build_server
 from mcp import Client
 
 from contextcore.config import HistoryConfig

@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from context_broker.server.gateway.eras import LIMIT
+from context_broker.server.gateway.links.eras import LIMIT
 from mcp import Client, ClientSession, MCPError
 from mcp.client.streamable_http import streamable_http_client
 

@@ -16,9 +16,9 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from context_broker.server.broker import build_broker
+from context_broker.server.host.mcp_server import build_server
+from context_broker.server.parts import build_broker
 from context_broker.server.settings import load_config
-from context_broker.server.surface.mcp_server import build_server
 from mcp import Client, MCPError, StdioServerParameters
 
 from contextcore.config import HistoryConfig
@@ -492,7 +492,7 @@ async def test_a_new_connection_never_inherits_an_old_ones_selected_tools(
     tmp_path: Path,
 ) -> None:
     from context_broker.server.gateway import Gateway
-    from context_broker.server.gateway.surface import GatewaySurface, HostNotifier
+    from context_broker.server.host.gateway_tools import GatewaySurface, HostNotifier
 
     from tests.gateway.gateway_env import FAST
 

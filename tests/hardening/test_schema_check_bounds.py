@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from context_broker.server.gateway.arguments import schema_problem
+from context_broker.server.gateway.trust.arguments import schema_problem
 
 CATASTROPHIC = {
     "type": "object",

@@ -12,9 +12,9 @@ from typing import Any
 import anyio
 import pytest
 import pytest_asyncio
-from context_broker.server.broker import build_broker
+from context_broker.server.host.mcp_server import build_server
+from context_broker.server.parts import build_broker
 from context_broker.server.settings import load_config
-from context_broker.server.surface.mcp_server import build_server
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client, MCPError

@@ -1,5 +1,5 @@
 """A broker with its history service behind the broker's own MCP server
-(``server.surface.mcp_server.build_server``), with summarizer providers under test control."""
+(``server.host.mcp_server.build_server``), with summarizer providers under test control."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from context_broker.server.broker import build_broker
+from context_broker.server.host.mcp_server import build_server
+from context_broker.server.parts import build_broker
 from context_broker.server.settings import AppConfig
 from context_broker.server.stores.sqlite import SqliteSessionStore
 from context_broker.server.summarizers import SummarizerFactory
-from context_broker.server.surface.mcp_server import build_server
 from fake_llm import FakeLLM
 from mcp import Client
 from mcp.server import Server

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from context_broker.server.broker import build_broker
+from context_broker.server.parts import build_broker
 from context_broker.server.settings import AppConfig
 from context_broker.server.stores.sqlite import SqliteSessionStore
 from history_env import HistoryEnv, chat, tool_turn

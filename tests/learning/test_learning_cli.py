@@ -13,10 +13,10 @@ from typing import Any
 
 import anyio
 import pytest
-from context_broker.server.broker import build_broker
+from context_broker.server.host.mcp_server import build_server
+from context_broker.server.parts import build_broker
 from context_broker.server.settings import load_config
 from context_broker.server.stores.sqlite import SqliteSessionStore
-from context_broker.server.surface.mcp_server import build_server
 from mcp import Client
 
 BROKER = str(Path(sys.executable).parent / "context-broker")

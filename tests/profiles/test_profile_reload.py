@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from context_broker.server.broker import build_broker
+from context_broker.server.parts import build_broker
 from context_broker.server.reload import ConfigReloader
 from context_broker.server.settings import load_config
 

@@ -6,9 +6,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from context_broker.server.broker import build_broker
+from context_broker.server.host.mcp_server import build_server
+from context_broker.server.parts import build_broker
 from context_broker.server.settings import AppConfig, load_config
-from context_broker.server.surface.mcp_server import build_server
 from mcp import Client
 
 from tests.support.broker_procs import write_config

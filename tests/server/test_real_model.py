@@ -6,10 +6,10 @@ from pathlib import Path
 
 import anyio
 import pytest
-from context_broker.server.broker import build_broker
 from context_broker.server.embedding import resolve_model_dir
+from context_broker.server.host.mcp_server import build_server
+from context_broker.server.parts import build_broker
 from context_broker.server.settings import load_config
-from context_broker.server.surface.mcp_server import build_server
 from mcp import Client
 
 from tests.support.broker_procs import write_config

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from context_broker.server.broker import build_broker
+from context_broker.server.host.mcp_server import build_server
+from context_broker.server.parts import build_broker
 from context_broker.server.settings import AppConfig
-from context_broker.server.surface.mcp_server import build_server
 from mcp import Client, MCPError
 
 from tests.support.hash_embedder import HashEmbedder

@@ -6,10 +6,10 @@ import json
 import subprocess
 from pathlib import Path
 
-from context_broker.server.broker import build_broker
+from context_broker.server.host.mcp_server import build_server
+from context_broker.server.parts import build_broker
 from context_broker.server.settings import load_config
 from context_broker.server.stores.sqlite import SqliteSessionStore
-from context_broker.server.surface.mcp_server import build_server
 from mcp import Client
 
 from tests.support.broker_procs import BROKER, write_config

@@ -8,10 +8,10 @@ from pathlib import Path
 import psycopg
 import pytest
 import redis
-from context_broker.server.broker import build_broker
+from context_broker.server.host.mcp_server import build_server
+from context_broker.server.parts import build_broker
 from context_broker.server.settings import load_config
 from context_broker.server.stores import build_store
-from context_broker.server.surface.mcp_server import build_server
 from mcp import Client
 from servers import PostgresServer, RedisServer
 

@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 import redis
-from context_broker.server.broker import build_broker
+from context_broker.server.parts import build_broker
 from context_broker.server.settings import AppConfig
 from servers import PostgresServer, RedisServer
 

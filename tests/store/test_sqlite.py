@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from _writer import append_many
-from context_broker.server.broker import build_broker
+from context_broker.server.parts import build_broker
 from context_broker.server.settings import AppConfig
 from context_broker.server.stores.sqlite import SqliteSessionStore
 
@@ -329,7 +329,7 @@ def test_serve_and_check_refuse_an_empty_store_file(tmp_path: Path) -> None:
 async def test_a_store_file_lost_while_serving_makes_writes_fail_as_tool_errors(
     tmp_path: Path, how: str
 ) -> None:
-    from context_broker.server.surface.mcp_server import build_server
+    from context_broker.server.host.mcp_server import build_server
     from mcp import Client
 
     from tests.support.mcp_calls import call, error

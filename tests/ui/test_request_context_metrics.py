@@ -9,10 +9,10 @@ from pathlib import Path
 
 import anyio
 import httpx
-from context_broker.server.broker import build_broker
+from context_broker.server.host.mcp_server import build_server
 from context_broker.server.observability import Observer
+from context_broker.server.parts import build_broker
 from context_broker.server.settings import load_config
-from context_broker.server.surface.mcp_server import build_server
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from opentelemetry.sdk.trace import TracerProvider

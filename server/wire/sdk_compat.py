@@ -17,7 +17,7 @@ re-read each item below in the new SDK and run tests/server/test_fast_path_contr
   a host's request downstream with the host's own ``_meta`` keys and take the answer as sent.
 
 The fast path (``server.transport.passthrough`` answering plain forwarded calls from the stdio wire,
-``server.gateway.stdio_link``'s request lane to stdio downstream servers) is on unless
+``server.gateway.links.stdio_link``'s request lane to stdio downstream servers) is on unless
 ``[server] fast_path = false`` or ``CONTEXT_BROKER_FAST_PATH=0``; off, every request goes
 through the SDK's server and client sessions and downstream servers are spawned by the SDK's
 ``stdio_client``. The host's stdio lines are read by ``server.transport.stdio`` in both modes, so a

@@ -38,16 +38,16 @@ from contextcore.services.broker import ContextBroker
 from contextcore.services.history import HistoryService
 from contextcore.sessions import RequestContext
 
+from ..gateway.errors import GatewayError
+from ..gateway.gateway import Gateway
+from ..gateway.models import ExposedTool
+from ..gateway.relay.asking import Asking, Exchange, call_key
+from ..gateway.relay.host import Host, calling_for
+from ..gateway.trust.arguments import schema_problem
+from ..gateway.trust.call_policy import call_refusal
 from ..observability import Observer
-from ..surface.tool_calls import capped_downstream, describe_validation_error, error_result
-from ..transport.sdk_compat import connection_key, connection_of
-from .arguments import schema_problem
-from .asking import Asking, Exchange, call_key
-from .call_policy import call_refusal
-from .errors import GatewayError
-from .gateway import Gateway
-from .models import ExposedTool
-from .relay import Host, calling_for
+from ..wire.sdk_compat import connection_key, connection_of
+from .tool_calls import capped_downstream, describe_validation_error, error_result
 
 __all__ = ["GatewayDirectory", "GatewaySurface", "HostNotifier"]
 

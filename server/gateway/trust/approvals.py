@@ -20,9 +20,9 @@ from typing import Any
 
 from context_broker.server.settings import load_config
 
-from .errors import PinFileError
+from ..errors import PinFileError
+from .gate import approve_hint
 from .pins import PinStore
-from .trust import approve_hint
 
 __all__ = ["approve_tools", "field_changes", "pin_file_of", "tools_status"]
 

@@ -37,8 +37,8 @@ from typing import Any, Literal
 
 import mcp_types as types
 
-from ._files import replace_private
-from .errors import PinFileError
+from .._files import replace_private
+from ..errors import PinFileError
 
 __all__ = [
     "LEGACY_FIELDS",

@@ -19,15 +19,15 @@ import httpx2
 import mcp_types as types
 from context_broker.server.settings import DownstreamConfig
 
+from ..errors import GatewayError
+from ..models import GatewaySettings
+from ..oauth.client import build_auth, paused
+from ..oauth.loopback import BrowserPolicy
+from ..oauth.store import TokenFile, TokenStore
+from ..server_state import ServerState
+from ..servers_file import DEPTH_ENV, broker_depth
+from ..trust.secrets import Redactor, expand_server
 from .connection import Connection, open_connection
-from .errors import GatewayError
-from .models import GatewaySettings
-from .oauth import build_auth, paused
-from .oauth_loopback import BrowserPolicy
-from .oauth_store import TokenFile, TokenStore
-from .secrets import Redactor, expand_server
-from .server_state import ServerState
-from .servers_file import DEPTH_ENV, broker_depth
 from .transports import read_tail, spool_stderr
 
 __all__ = ["Supervisor"]

@@ -24,11 +24,11 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
-from ..transport.sdk_compat import ReadStream, default_environment
-from .errors import GatewayError
+from ...wire.sdk_compat import ReadStream, default_environment
+from ..errors import GatewayError
+from ..naming.names import sanitize
+from ..relay.host import Relay
 from .handshake import CLIENT_INFO
-from .naming import sanitize
-from .relay import Relay
 from .stdio_link import StdioLink, open_stdio_link
 
 __all__ = ["WatchedReadStream", "client_session", "open_transport", "read_tail", "spool_stderr"]

@@ -29,7 +29,7 @@ import anyio.abc
 import mcp_types as types
 from mcp import ClientSession
 
-from .relay import Relay
+from ..relay.host import Relay
 
 __all__ = ["LIMIT", "HandshakeLanes", "Lane", "NoHandshake", "NoRoom", "NotServing", "OpenLane"]
 

@@ -34,8 +34,8 @@ from mcp.client.auth.oauth2 import OAuthContext
 from mcp.client.auth.utils import issuers_match, union_scopes
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
 
-from .oauth_loopback import BrowserPolicy, HoldFn, LoopbackReceiver, free_port
-from .oauth_store import ServerTokens, TokenStore
+from .loopback import BrowserPolicy, HoldFn, LoopbackReceiver, free_port
+from .store import ServerTokens, TokenStore
 
 __all__ = ["LOGIN_TIMEOUT", "build_auth", "paused"]
 

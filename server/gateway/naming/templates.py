@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
-from .naming import RESOURCE_SCHEME, wrap_resource_uri
+from .names import RESOURCE_SCHEME, wrap_resource_uri
 
 __all__ = ["TemplateTable", "wrap_template"]
 

@@ -35,7 +35,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from pydantic import ValidationError
 
-from ..transport.jsonrpc_lines import (
+from ...wire.jsonrpc_lines import (
     MAX_LINE_BYTES,
     LineSplitter,
     message_line,
@@ -46,8 +46,8 @@ from ..transport.jsonrpc_lines import (
     safe_loads,
     top_level_id,
 )
-from ..transport.sdk_compat import default_environment, terminate_process_tree
-from .errors import UnreadableAnswer
+from ...wire.sdk_compat import default_environment, terminate_process_tree
+from ..errors import UnreadableAnswer
 
 __all__ = ["StdioLink", "open_stdio_link"]
 

@@ -28,11 +28,11 @@ from mcp.client.session import ClientRequestContext, IncomingMessage
 from mcp.shared.dispatcher import ProgressFnT
 from pydantic import TypeAdapter, ValidationError
 
-from ..transport.sdk_compat import send_raw
+from ...wire.sdk_compat import send_raw
+from ..errors import UnreadableAnswer
+from ..relay.host import Host, Relay, current_host
 from .eras import HandshakeLanes, Lane, NoHandshake
-from .errors import UnreadableAnswer
 from .handshake import handshake, negotiate
-from .relay import Host, Relay, current_host
 from .stdio_link import StdioLink
 from .transports import client_session, open_transport, read_tail
 

@@ -8,9 +8,9 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
+from context_broker.tools.all_tools import BROKER_TOOLS, CONTEXT_TOOLS, ToolSpec
 from context_broker.tools.catalog import GET_CONTEXT_ITEMS
 from context_broker.tools.requests import BUILD_REQUEST_CONTEXT
-from context_broker.tools.surface import BROKER_TOOLS, CONTEXT_TOOLS, ToolSpec
 from mcp import MCPError, types
 from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp.server.apps import EXTENSION_ID
@@ -26,8 +26,7 @@ from contextcore.services.broker import ContextBroker
 from contextcore.services.history import HistoryService
 from contextcore.sessions import RequestContext
 
-from ..gateway.relay import Host, calling_for, set_log_level
-from ..gateway.surface import CALL_TOOL, LIST_SERVERS, GatewaySurface
+from ..gateway.relay.host import Host, calling_for, set_log_level
 from ..observability import Observer
 from ..summarizers import SummarizerFactory
 from ..ui.app import tool_meta
@@ -45,6 +44,7 @@ from .downstream import (
     template_shown,
     with_servers,
 )
+from .gateway_tools import CALL_TOOL, LIST_SERVERS, GatewaySurface
 from .prompts import CONTEXT_PROMPT, ContextPrompt
 from .resources import ResourceReader, resource_templates
 from .tool_calls import ContextListener, ToolRunner
@@ -308,7 +308,7 @@ def _as_host(
     ctx: ServerRequestContext[Any], params: types.RequestParams
 ) -> AbstractContextManager[None]:
     """Mark the downstream request made in the block as this host request's (see
-    ``server.gateway.relay``): its era, capabilities and ``_meta`` go downstream with it."""
+    ``server.gateway.relay.host``): its era, capabilities and ``_meta`` go downstream with it."""
     rid = ctx.request_id
     return calling_for(None if rid is None else Host(ctx.session, rid, params.meta))
 

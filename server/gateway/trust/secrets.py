@@ -19,7 +19,7 @@ from context_broker.server.redaction import address_secrets
 from context_broker.server.settings import DownstreamConfig, OAuthConfig
 from pydantic import BaseModel
 
-from .errors import SecretError
+from ..errors import SecretError
 
 __all__ = ["MASK", "RedactingFilter", "Redactor", "expand_env", "expand_server"]
 

@@ -82,7 +82,7 @@ def broker_tool_names() -> frozenset[str]:
     # Imported when first asked: the view belongs to the host-facing side, which imports the
     # gateway, so the gateway must not import it while it loads.
     from context_broker.server.ui.view import APP_TOOL
-    from context_broker.tools.surface import BROKER_TOOLS
+    from context_broker.tools.all_tools import BROKER_TOOLS
 
     return frozenset({*(spec.name for spec in BROKER_TOOLS), APP_TOOL.name, *GATEWAY_TOOLS})
 

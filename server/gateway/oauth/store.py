@@ -41,8 +41,8 @@ from pydantic import BaseModel, ValidationError
 from contextcore.errors import ConfigError
 from contextcore.store import StoreError
 
-from ._files import replace_private
-from .errors import TokenFileError
+from .._files import replace_private
+from ..errors import TokenFileError
 
 if TYPE_CHECKING:
     from context_broker.server.settings import AppConfig

@@ -22,11 +22,11 @@ import anyio
 import mcp_types as types
 from mcp import ClientSession
 
-from ..transport.sdk_compat import connection_key, connection_of
-from .connection import Connection
-from .errors import GatewayError
-from .secrets import Redactor
-from .server_state import ServerTable
+from ...wire.sdk_compat import connection_key, connection_of
+from ..errors import GatewayError
+from ..links.connection import Connection
+from ..server_state import ServerTable
+from ..trust.secrets import Redactor
 
 __all__ = ["MAX_SUBSCRIPTIONS_PER_HOST", "HostSession", "Subscriptions", "TargetFn"]
 

@@ -19,9 +19,9 @@ from mcp.shared.subscriptions import ResourceUpdated, ServerEvent
 from contextcore.profiles import Profile
 
 from ..gateway.errors import GatewayError
-from ..gateway.relay import Host, calling_for
-from ..gateway.surface import GatewaySurface
+from ..gateway.relay.host import Host, calling_for
 from ..ui.app import APP_URI
+from .gateway_tools import GatewaySurface
 from .prompts import CONTEXT_PROMPT
 from .resources import resource_templates
 

@@ -43,7 +43,7 @@ import mcp_types as types
 from context_broker.server.settings import AppConfig, DownstreamConfig
 from context_broker.tools.gateway import FlaggedRow, HeldRow, TrustRow
 
-from .errors import PinFileError
+from ..errors import PinFileError
 from .pins import (
     LEGACY_FIELDS,
     Pin,

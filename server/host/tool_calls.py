@@ -12,7 +12,7 @@ from weakref import WeakKeyDictionary
 
 import anyio.to_thread
 from context_broker.tools._spec import ToolContext
-from context_broker.tools.surface import ToolSpec
+from context_broker.tools.all_tools import ToolSpec
 from mcp import types
 from mcp.server import ServerRequestContext
 from mcp.server.session import ServerSession
@@ -28,7 +28,7 @@ from contextcore.sessions import RequestContext
 
 from ..observability import Observer
 from ..summarizers import SummarizerFactory, sampler_for
-from ..transport.sdk_compat import connection_of
+from ..wire.sdk_compat import connection_of
 
 __all__ = [
     "ContextListener",

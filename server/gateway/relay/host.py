@@ -49,7 +49,7 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 
-from ..transport.sdk_compat import connection_key, connection_of
+from ...wire.sdk_compat import connection_key, connection_of
 
 __all__ = ["Host", "Relay", "calling_for", "current_host", "set_log_level", "severity", "shown"]
 

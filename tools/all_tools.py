@@ -3,7 +3,7 @@
 The MCP server answers every one of :data:`BROKER_TOOLS`, the request-context view's app-only
 tool (``ui_request_context``, defined beside its view in ``server.ui.view``) and, with
 downstream servers, the gateway's ``call_tool``, ``list_servers`` and exposed tools; which of
-the broker's own it lists is ``[server] tools`` (``server.surface.mcp_server.listed_names``).
+the broker's own it lists is ``[server] tools`` (``server.host.mcp_server.listed_names``).
 """
 
 from __future__ import annotations

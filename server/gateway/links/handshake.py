@@ -14,7 +14,7 @@ from mcp import ClientSession, MCPError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 from pydantic import ValidationError
 
-from ..transport.sdk_compat import MCP_METHOD_HEADER, send_raw
+from ...wire.sdk_compat import MCP_METHOD_HEADER, send_raw
 
 __all__ = ["CLIENT_INFO", "handshake", "negotiate"]
 

@@ -1,0 +1,2 @@
+"""Naming: the exposed names of downstream tools, prompts and resources, and resource
+templates."""

@@ -1,0 +1,2 @@
+"""OAuth for HTTP and SSE downstream servers: the client flow, the loopback redirect and the
+token store."""
