@@ -22,7 +22,7 @@ measures that text as the model reads it:
   small-talk list was never tuned on): mean agent items selected and candidate lines listed.
 
 How the text is obtained: the broker is built from a config by the server's own code
-(``load_config``, ``build_broker``, the catalog loaded from ``[sources] catalog_files``) and
+(``load_config``, ``build_parts``, the catalog loaded from ``[sources] catalog_files``) and
 ``build_request_context`` is called through the server's ``ToolRunner`` (what the MCP server
 runs for a ``tools/call``) in a new session per query, default arguments plus the query's
 ``intents`` when it has a plan. The tool directory names each tool ``<server>__<tool>`` as the
@@ -64,7 +64,7 @@ from _common import ROOT, SHARED, CachedEmbedder
 from context_broker.server.embedding import build_embedder
 from context_broker.server.gateway.naming.names import assign_names
 from context_broker.server.host.tool_calls import ToolRunner
-from context_broker.server.parts import build_broker
+from context_broker.server.parts import build_parts
 from context_broker.server.runtime import build_runtime
 from context_broker.server.settings import AppConfig, load_config
 from context_broker.tools.requests import BUILD_REQUEST_CONTEXT
@@ -301,7 +301,7 @@ def serve(config: AppConfig, embedder: Embedder | None, small_talk: bool = True)
     if not small_talk:
         search = config.search.model_copy(update={"small_talk": False})
         config = config.model_copy(update={"search": search})
-    parts = build_broker(config, embedder=embedder, use_config_embedder=False)
+    parts = build_parts(config, embedder=embedder, use_config_embedder=False)
     parts.search.index()
     tools = [i for i in parts.catalog.items() if isinstance(i, Tool)]
     directory = ExposedNames(tools)

@@ -19,7 +19,7 @@ from mcp import Client, StdioServerParameters
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from context_broker.server.parts import build_broker
+from context_broker.server.parts import build_parts
 from context_broker.server.settings import load_config
 
 _TOPICS = [
@@ -80,7 +80,7 @@ def _pct(samples: list[float], q: float) -> float:
 
 
 def in_process(config_path: Path, calls: int) -> list[float]:
-    parts = build_broker(load_config(config_path))
+    parts = build_parts(load_config(config_path))
     started = time.perf_counter()
     stats = parts.search.index()
     print(f"indexed in-process in {time.perf_counter() - started:.1f}s: {stats}", flush=True)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from context_broker.server.parts import build_broker
+from context_broker.server.parts import build_parts
 from context_broker.server.settings import AppConfig
 from context_broker.server.stores.sqlite import SqliteSessionStore
 
@@ -98,7 +98,7 @@ def measure(store: SessionStore, reps: int) -> dict[str, float]:
     """Medians (ms) and ratios for one store."""
     with tempfile.TemporaryDirectory() as folder:
         config = _tool_catalog(Path(folder))
-        parts = build_broker(config, embedder=HashEmbedder(), store=store)
+        parts = build_parts(config, embedder=HashEmbedder(), store=store)
     parts.search.index()
     broker, service = parts.broker, HistoryService(parts.broker, HistoryConfig())
     counter = iter(range(10**9))

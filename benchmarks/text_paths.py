@@ -30,7 +30,7 @@ import json
 from collections.abc import Callable
 
 from _common import timed
-from context_broker.server.parts import build_broker
+from context_broker.server.parts import build_parts
 from context_broker.server.settings import AppConfig
 
 from contextcore.chunking import item_chunks
@@ -69,7 +69,7 @@ def _summarize(text: str) -> None:
 
 
 def _history(text: str) -> None:
-    broker = build_broker(AppConfig(), embedder=HashEmbedder()).broker
+    broker = build_parts(AppConfig(), embedder=HashEmbedder()).broker
     service = HistoryService(broker, HistoryConfig(), limits=LIMITS)
     sid = broker.create_session("bench").session_id
     rest = [
@@ -82,7 +82,7 @@ def _history(text: str) -> None:
 
 def _request_builder() -> Callable[[str], None]:
     config = AppConfig(rules=RULES)
-    broker = build_broker(config, embedder=HashEmbedder()).broker
+    broker = build_parts(config, embedder=HashEmbedder()).broker
     sid = broker.create_session("bench").session_id
 
     def run(text: str) -> None:

@@ -37,7 +37,7 @@ __all__ = [
     "SearchConfig",
     "SourcesConfig",
     "SummarizerConfig",
-    "ToolSurface",
+    "ListedTools",
     "load_config",
     "parse_config",
 ]
@@ -184,7 +184,7 @@ class LimitsConfig(ConfigModel):
     max_result_bytes: int = Field(512 * 1024, ge=16 * 1024)
 
 
-ToolSurface = Literal["model", "all"] | tuple[str, ...]
+ListedTools = Literal["model", "all"] | tuple[str, ...]
 """Which of the broker's own tools a host's ``tools/list`` shows: ``"model"`` (what a model
 needs to work), ``"all"``, or the names of the tools to list."""
 
@@ -202,7 +202,7 @@ class ProfileConfig(ConfigModel):
     references: tuple[str, ...] | None = None
     preset: PresetName | None = None
     token_env: tuple[str, ...] = ()
-    broker_tools: ToolSurface | None = None
+    broker_tools: ListedTools | None = None
     """The broker's own tools its hosts see listed (default: ``[server] tools``)."""
 
     @field_validator("token_env", mode="before")

@@ -27,8 +27,8 @@ from .services.broker import ContextBroker
 from .store import SessionStore
 
 __all__ = [
-    "BrokerParts",
-    "build_broker",
+    "Parts",
+    "build_parts",
     "build_cache",
     "build_learner",
     "build_search",
@@ -152,7 +152,7 @@ Config = TypeVar("Config", bound=BrokerConfig)
 
 
 @dataclass
-class BrokerParts(Generic[Config]):
+class Parts(Generic[Config]):
     """Everything built from one config."""
 
     config: Config
@@ -162,14 +162,14 @@ class BrokerParts(Generic[Config]):
     broker: ContextBroker
 
 
-def build_broker(
+def build_parts(
     config: Config,
     *,
     embedder: Embedder | None,
     store: SessionStore | None = None,
     max_message_chars: int = 1_000_000,
     trace: Callable[[str, Any], Any] | None = None,
-) -> BrokerParts[Config]:
+) -> Parts[Config]:
     """Load the catalog and wire search and sessions (``embedder`` None: lexical search only).
     ``trace(kind, target)``, when given, wraps the session store (``"store"``) and the search
     engine (``"search"``) the broker calls, e.g. in spans; ``parts.search`` is the engine."""
@@ -189,4 +189,4 @@ def build_broker(
         raise unknown
     if search.learner is not None:
         broker.usage.rebuild()  # what earlier runs learned, from the stored events
-    return BrokerParts(config, catalog, embedder, search, broker)
+    return Parts(config, catalog, embedder, search, broker)

@@ -12,7 +12,7 @@ from typing import Any, Literal
 import anyio
 from mcp.server import Server
 
-from contextcore.config import ToolSurface
+from contextcore.config import ListedTools
 from contextcore.errors import ConfigError, ContextCoreError
 
 from .gateway import Gateway
@@ -54,7 +54,7 @@ def serve(
     log_level_given: bool = False,
     insecure: bool = False,
     profile: str | None = None,
-    tools: ToolSurface | None = None,
+    tools: ListedTools | None = None,
 ) -> int:
     """Run the server until the client disconnects (stdio) or a signal stops it (HTTP);
     ``insecure`` allows a non-loopback bind without a bearer token. Over stdio, ``profile``

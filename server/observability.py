@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio.to_thread
-from context_broker.server.parts import AppParts as BrokerParts
+from context_broker.server.parts import AppParts
 from context_broker.server.settings import TelemetryConfig
 from mcp import types
 from opentelemetry import context as otel_context
@@ -350,7 +350,7 @@ def _model_state(embedder: Embedder | None) -> tuple[str, str | None]:
     return "loading", f"{status.model} is still loading"
 
 
-def http_routes(parts: BrokerParts, observer: Observer, gateway: Gateway | None) -> list[BaseRoute]:
+def http_routes(parts: AppParts, observer: Observer, gateway: Gateway | None) -> list[BaseRoute]:
     """The routes the HTTP transport serves beside ``/mcp``: health, metrics and ``/ui/``."""
     from .ui.web import ui_routes
 

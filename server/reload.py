@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 import anyio.abc
 import anyio.to_thread
-from context_broker.server.parts import AppParts as BrokerParts
+from context_broker.server.parts import AppParts
 from context_broker.server.settings import AppConfig, DownstreamConfig, load_config
 from watchfiles import Change, awatch
 
@@ -95,7 +95,7 @@ class ConfigReloader:
     loads, which is how a reload tells them from downstream tools.
     """
 
-    def __init__(self, config_path: Path, parts: BrokerParts, gateway: Gateway | None) -> None:
+    def __init__(self, config_path: Path, parts: AppParts, gateway: Gateway | None) -> None:
         self.path = config_path
         self.parts = parts
         self.gateway = gateway

@@ -4,7 +4,7 @@
 broker (catalog, embedder, search, sessions; its store and search engine wrapped in the
 observer's spans before the broker gets them), the hosts' ``tools/list_changed`` notifier, the
 gateway (which calls that notifier), the config reloader, the history service, the
-host-facing gateway surface, the MCP server, the stdio pass-through and the HTTP routes. Each
+host-facing gateway tools, the MCP server, the stdio pass-through and the HTTP routes. Each
 object receives its collaborators in its constructor; the transports only run what is built.
 """
 
@@ -20,20 +20,18 @@ from typing import Any
 from mcp.server import Server
 from starlette.routing import BaseRoute
 
-from contextcore import factory
 from contextcore.catalog import Catalog
-from contextcore.config import ToolSurface
+from contextcore.config import ListedTools
 from contextcore.errors import ConfigError
 from contextcore.profiles import unknown_servers
 from contextcore.services.history import HistoryService
 
-from .embedding import build_embedder
 from .gateway import ExposedChangeFn, Gateway, GatewaySettings, ToolGate, resolve_servers
 from .gateway.oauth.store import open_tokens
-from .host.gateway_tools import GatewaySurface, HostNotifier
+from .host.gateway_tools import GatewayTools, HostNotifier
 from .host.mcp_server import build_server
 from .observability import Observer, build_tracer_provider, http_routes
-from .parts import AppParts
+from .parts import AppParts, build_parts
 from .reload import ConfigReloader
 from .settings import AppConfig, DownstreamConfig
 from .stores import build_store
@@ -56,7 +54,7 @@ class Runtime:
     gateway: Gateway
     """The downstream connections (none yet when the config names no server: a reload may
     add them)."""
-    surface: GatewaySurface
+    gateway_tools: GatewayTools
     reloader: ConfigReloader
     server: Server[Any]
     direct: DirectCalls | None
@@ -85,13 +83,7 @@ def build_runtime(config: AppConfig, config_path: Path) -> Runtime:
     """Build the whole broker server from ``config`` (read from ``config_path``, which the
     reloader reads again on SIGHUP or edits). Nothing is started: no connection, no thread."""
     observer = Observer(build_tracer_provider(config.telemetry))
-    parts = factory.build_broker(
-        config,
-        embedder=build_embedder(config),
-        store=build_store(config),
-        max_message_chars=config.server.max_message_chars,
-        trace=observer.traced,
-    )
+    parts = build_parts(config, store=build_store(config), trace=observer.traced)
     servers = resolve_servers(config)
     problem = unknown_servers(config.profiles, servers)
     if problem is not None:  # servers of an mcp_servers_file are known only now
@@ -102,7 +94,7 @@ def build_runtime(config: AppConfig, config_path: Path) -> Runtime:
     gateway.resources.lists_changed = notifier.lists_changed
     reloader = ConfigReloader(config_path, parts, gateway)  # before downstream tools arrive
     history = HistoryService(parts.broker, config.history, limits=config.limits)
-    surface = GatewaySurface(
+    gateway_tools = GatewayTools(
         gateway,
         parts.broker,
         history=history,
@@ -116,7 +108,7 @@ def build_runtime(config: AppConfig, config_path: Path) -> Runtime:
         build_server,
         parts.broker,
         version=broker_version(),
-        surface=surface,
+        gateway_tools=gateway_tools,
         history=history,
         summarizers=SummarizerFactory(config.history.summarizer),
         models=config.models,
@@ -125,7 +117,7 @@ def build_runtime(config: AppConfig, config_path: Path) -> Runtime:
     server = serving(tools=config.server.tools)
     profiles = _profile_servers(config, parts, serving)
     fast = fast_path_enabled(config.server.fast_path)
-    direct = DirectCalls(surface) if fast else None
+    direct = DirectCalls(gateway_tools) if fast else None
     routes = http_routes(parts, observer, gateway)
     return Runtime(
         config,
@@ -133,7 +125,7 @@ def build_runtime(config: AppConfig, config_path: Path) -> Runtime:
         observer,
         history,
         gateway,
-        surface,
+        gateway_tools,
         reloader,
         server,
         direct,
@@ -149,7 +141,7 @@ def _profile_servers(
     ``broker_tools``, else ``[server] tools``)."""
     out: dict[str, Server[Any]] = {}
     for name, profile in parts.broker.profiles.items():
-        chosen: ToolSurface | None = config.profiles[name].broker_tools
+        chosen: ListedTools | None = config.profiles[name].broker_tools
         out[name] = serving(
             profile=profile, tools=config.server.tools if chosen is None else chosen
         )

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, model_validator
 
 from contextcore import config as domain
-from contextcore.config import BrokerConfig, ConfigModel, ToolSurface
+from contextcore.config import BrokerConfig, ConfigModel, ListedTools
 from contextcore.errors import ConfigError
 from contextcore.items import IncludeMode
 from contextcore.profiles import unknown_servers
@@ -61,7 +61,7 @@ class ServerConfig(ConfigModel):
     # What a host's tools/list shows of the broker's own tools: "model" (what a model needs to
     # work: build_request_context, get_context_items and call_tool), "all", or a list of names.
     # Every broker tool answers a call by its name whatever is listed.
-    tools: ToolSurface = "model"
+    tools: ListedTools = "model"
     http: HttpConfig = HttpConfig()
 
 

@@ -1,4 +1,4 @@
-"""The broker's tool surface, in the order hosts list it: every tool adapter of this package.
+"""Every tool of the broker, in the order hosts list them: every tool adapter of this package.
 
 The MCP server answers every one of :data:`BROKER_TOOLS`, the request-context view's app-only
 tool (``ui_request_context``, defined beside its view in ``server.ui.view``) and, with

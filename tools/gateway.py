@@ -1,6 +1,6 @@
 """Argument and result models of the gateway tools (``call_tool``, ``list_servers``).
 
-The calls themselves are asynchronous and live in ``server/gateway_surface.py``; these models
+The calls themselves are asynchronous and live in ``server/host/gateway_tools.py``; these models
 only describe what hosts see."""
 
 from __future__ import annotations

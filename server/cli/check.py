@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from context_broker.server.embedding import resolve_model_dir
-from context_broker.server.parts import build_broker
+from context_broker.server.parts import build_parts
 from context_broker.server.settings import load_config
 
 from contextcore.errors import ContextCoreError
@@ -61,7 +61,7 @@ def check_report(config_path: Path) -> dict[str, Any]:
     try:
         config = load_config(config_path)
         require_sdk(config.history.summarizer)  # as serve refuses it at startup
-        parts = build_broker(config)
+        parts = build_parts(config)
     except ContextCoreError as exc:
         return {"ok": False, "config": str(config_path), "error": exc.message}
     from .live import gather_downstream

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from context_broker.server.parts import AppParts as BrokerParts
-from context_broker.server.parts import build_broker
+from context_broker.server.parts import AppParts as Parts
+from context_broker.server.parts import build_parts
 from context_broker.server.settings import AppConfig, load_config
 
 from contextcore.factory import build_learner
@@ -38,7 +38,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser, add_config: Any) -> N
     forget.add_argument("--session", default=None, help="one session id (default: all)")
 
 
-def _persistent_parts(config: AppConfig, *, embedder: bool) -> BrokerParts | None:
+def _persistent_parts(config: AppConfig, *, embedder: bool) -> Parts | None:
     from ..stores import build_store
 
     if config.persistence.backend == "memory":
@@ -48,7 +48,7 @@ def _persistent_parts(config: AppConfig, *, embedder: bool) -> BrokerParts | Non
             file=sys.stderr,
         )
         return None
-    return build_broker(config, store=build_store(config), use_config_embedder=embedder)
+    return build_parts(config, store=build_store(config), use_config_embedder=embedder)
 
 
 def cmd_learn(args: argparse.Namespace) -> int:

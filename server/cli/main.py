@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from context_broker.server.embedding import FastEmbedEmbedder, default_model_dir, resolve_model_dir
-from context_broker.server.parts import build_broker
+from context_broker.server.parts import build_parts
 from context_broker.server.settings import AppConfig, load_config
 
 from contextcore.catalog import Catalog
-from contextcore.config import ToolSurface
+from contextcore.config import ListedTools
 from contextcore.errors import ConfigError, ContextCoreError
 from contextcore.factory import build_search
 from contextcore.loaders import load_catalog_json
@@ -354,7 +354,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
         if not args.quiet:
             _eval_progress("loading the config and starting its downstream servers")
-        parts = build_broker(load_config(args.config))
+        parts = build_parts(load_config(args.config))
         for status in gather_downstream(parts):
             if not status["connected"]:
                 log.warning("server %s is not connected: %s", status["name"], status["lastError"])
@@ -434,7 +434,7 @@ def _cmd_stats(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    parts = build_broker(config, store=build_store(config), use_config_embedder=False)
+    parts = build_parts(config, store=build_store(config), use_config_embedder=False)
     usage = usage_payload(parts.broker, args.session, args.profile)
     if args.json:
         print(json.dumps(usage.model_dump(mode="json", exclude={"report"})))
@@ -443,7 +443,7 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-def _tool_surface(value: str | None) -> ToolSurface | None:
+def _listed_tools(value: str | None) -> ListedTools | None:
     """``serve --tools``: ``model``, ``all`` or comma-separated tool names."""
     if value is None or value in ("model", "all"):
         return value  # type: ignore[return-value]
@@ -462,7 +462,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             log_level_given=args.log_level is not None,
             insecure=args.insecure,
             profile=args.profile,
-            tools=_tool_surface(args.tools),
+            tools=_listed_tools(args.tools),
         )
     except ConfigError as exc:  # found at startup: exit 1, as check does for the same config
         print(f"context-broker: error: {escape_lines(str(exc))}", file=sys.stderr)

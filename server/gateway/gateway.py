@@ -372,7 +372,7 @@ class Gateway:
 
     @property
     def resources(self) -> ResourceProxy:
-        """The rest of the downstreams' surface: resource templates, completions,
+        """The rest of what the downstreams offer: resource templates, completions,
         subscriptions and the resource and prompt list changes (see ``ResourceProxy``)."""
         return self._proxy
 

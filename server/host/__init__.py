@@ -1,1 +1,2 @@
-"""The broker's MCP surface: the low-level server with its tools, resources and prompts."""
+"""What serves hosts: the low-level MCP server with the broker's tools, resources and prompts,
+and the gateway's tools beside them."""

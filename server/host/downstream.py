@@ -21,7 +21,7 @@ from contextcore.profiles import Profile
 from ..gateway.errors import GatewayError
 from ..gateway.relay.host import Host, calling_for
 from ..ui.app import APP_URI
-from .gateway_tools import GatewaySurface
+from .gateway_tools import GatewayTools
 from .prompts import CONTEXT_PROMPT
 from .resources import resource_templates
 
@@ -47,34 +47,38 @@ MAX_LISTEN_RESOURCES = 256
 subscription, made before the stream is acknowledged)."""
 
 
-def with_servers(surface: GatewaySurface | None) -> TypeGuard[GatewaySurface]:
-    """Whether a gateway with at least one downstream server is behind ``surface``: without
+def with_servers(gateway_tools: GatewayTools | None) -> TypeGuard[GatewayTools]:
+    """Whether a gateway with at least one downstream server is behind ``gateway_tools``: without
     one, hosts see the broker alone (a reload may add the first server later)."""
-    return surface is not None and surface.gateway.has_servers()
+    return gateway_tools is not None and gateway_tools.gateway.has_servers()
 
 
-async def resource_shown(uri: str, profile: Profile | None, surface: GatewaySurface | None) -> bool:
+async def resource_shown(
+    uri: str, profile: Profile | None, gateway_tools: GatewayTools | None
+) -> bool:
     """Whether a downstream resource (by its exposed URI) is in ``profile``: its server's
     (see :meth:`Profile.allows_server`)."""
-    if profile is None or profile.every_server or surface is None:
+    if profile is None or profile.every_server or gateway_tools is None:
         return True
-    server = await surface.gateway.resource_server(uri)
+    server = await gateway_tools.gateway.resource_server(uri)
     return server is not None and profile.allows_server(server)
 
 
-async def template_shown(exposed: str, profile: Profile | None, surface: GatewaySurface) -> bool:
+async def template_shown(
+    exposed: str, profile: Profile | None, gateway_tools: GatewayTools
+) -> bool:
     """Whether a downstream resource template (as exposed) is in ``profile``: its server's."""
     if profile is None or profile.every_server:
         return True
-    server = await surface.gateway.resources.template_server(exposed)
+    server = await gateway_tools.gateway.resources.template_server(exposed)
     return server is not None and profile.allows_server(server)
 
 
-async def prompt_shown(name: str, profile: Profile | None, surface: GatewaySurface) -> bool:
+async def prompt_shown(name: str, profile: Profile | None, gateway_tools: GatewayTools) -> bool:
     """Whether a downstream prompt (by its exposed name) is in ``profile``: its server's."""
     if profile is None or profile.every_server:
         return True
-    server = await surface.gateway.prompt_server(name)
+    server = await gateway_tools.gateway.prompt_server(name)
     return server is not None and profile.allows_server(server)
 
 
@@ -83,16 +87,16 @@ def outside(what: str, profile: Profile | None) -> str:
     return f"{what} is not in profile {profile.name!r}; this connection shows only its servers"
 
 
-def downstream_uri(surface: GatewaySurface | None, uri: str) -> TypeGuard[GatewaySurface]:
+def downstream_uri(gateway_tools: GatewayTools | None, uri: str) -> TypeGuard[GatewayTools]:
     """Whether a resource URI goes to the gateway: a downstream's resource keeps its own URI
     under prefix = "" (and a ui:// one always), so whatever is not the broker's own does."""
     own = uri.startswith("context://") or uri == APP_URI
-    return with_servers(surface) and not own
+    return with_servers(gateway_tools) and not own
 
 
-async def check_shown(uri: str, profile: Profile | None, surface: GatewaySurface) -> None:
+async def check_shown(uri: str, profile: Profile | None, gateway_tools: GatewayTools) -> None:
     """Refuse a downstream resource outside ``profile``."""
-    if not await resource_shown(uri, profile, surface):
+    if not await resource_shown(uri, profile, gateway_tools):
         raise MCPError(types.INVALID_PARAMS, outside(f"resource {uri[:200]!r}", profile))
 
 
@@ -109,7 +113,7 @@ async def downstream_call(awaitable: Awaitable[T]) -> T:
         raise MCPError(types.INVALID_PARAMS, str(exc)) from None
 
 
-def subscription_handlers(surface: GatewaySurface, profile: Profile | None) -> dict[str, Any]:
+def subscription_handlers(gateway_tools: GatewayTools, profile: Profile | None) -> dict[str, Any]:
     """``resources/subscribe`` and ``unsubscribe`` for downstream resources, remembered per
     host connection (the broker's own resources send no updates): at most
     ``[gateway] max_subscriptions_per_host`` per connection, all released when it closes."""
@@ -118,15 +122,15 @@ def subscription_handlers(surface: GatewaySurface, profile: Profile | None) -> d
         ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
     ) -> types.EmptyResult:
         uri = str(params.uri)
-        if not downstream_uri(surface, uri):
+        if not downstream_uri(gateway_tools, uri):
             raise MCPError(
                 types.INVALID_PARAMS,
                 f"resource {uri[:200]!r} sends no updates: subscriptions are for downstream "
                 "servers' resources",
             )
-        await check_shown(uri, profile, surface)
-        subscriptions = surface.gateway.resources.subscriptions
-        limit = surface.gateway.settings.max_subscriptions_per_host
+        await check_shown(uri, profile, gateway_tools)
+        subscriptions = gateway_tools.gateway.resources.subscriptions
+        limit = gateway_tools.gateway.settings.max_subscriptions_per_host
         rid = ctx.request_id  # what the server says while subscribing is this host's
         with calling_for(None if rid is None else Host(ctx.session, rid, params.meta)):
             await downstream_call(subscriptions.subscribe(uri, ctx.session, limit=limit))
@@ -135,13 +139,15 @@ def subscription_handlers(surface: GatewaySurface, profile: Profile | None) -> d
     async def on_unsubscribe(
         ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams
     ) -> types.EmptyResult:
-        await surface.gateway.resources.subscriptions.unsubscribe(str(params.uri), ctx.session)
+        await gateway_tools.gateway.resources.subscriptions.unsubscribe(
+            str(params.uri), ctx.session
+        )
         return types.EmptyResult()
 
     return {"on_subscribe_resource": on_subscribe, "on_unsubscribe_resource": on_unsubscribe}
 
 
-def completion_handler(surface: GatewaySurface, profile: Profile | None) -> Any:
+def completion_handler(gateway_tools: GatewayTools, profile: Profile | None) -> Any:
     """``completion/complete``: a downstream prompt's or resource template's arguments are
     completed by its server; the broker's own prompt and templates offer no completions."""
     own_templates = {t.uri_template for t in resource_templates()}
@@ -156,17 +162,17 @@ def completion_handler(surface: GatewaySurface, profile: Profile | None) -> Any:
             what, own = f"resource template {ref.uri[:200]!r}", ref.uri in own_templates
         if own:
             return types.CompleteResult(completion=types.Completion(values=[]))
-        if not with_servers(surface):
+        if not with_servers(gateway_tools):
             raise MCPError(
                 types.INVALID_PARAMS, f"no {what}: see prompts/list and resources/templates/list"
             )
         if isinstance(ref, types.PromptReference):
-            shown = await prompt_shown(ref.name, profile, surface)
+            shown = await prompt_shown(ref.name, profile, gateway_tools)
         else:
-            shown = await template_shown(ref.uri, profile, surface)
+            shown = await template_shown(ref.uri, profile, gateway_tools)
         if not shown:
             raise MCPError(types.INVALID_PARAMS, outside(what, profile))
-        return await downstream_call(surface.gateway.resources.complete(params))
+        return await downstream_call(gateway_tools.gateway.resources.complete(params))
 
     return on_completion
 
@@ -196,13 +202,13 @@ class _StreamBus:
         await self._own.publish(ResourceUpdated(uri=uri))
 
 
-def listen_handler(surface: GatewaySurface, profile: Profile | None) -> Any:
+def listen_handler(gateway_tools: GatewayTools, profile: Profile | None) -> Any:
     """``subscriptions/listen`` (2026-07-28): the broker's list changes, and for each
     downstream resource URI the stream names (one of its profile's servers' that offers
     subscriptions), the server's updates while the stream is open: the broker subscribes
     there for the stream and unsubscribes when it ends."""
-    shared = surface.notifier.bus
-    subscriptions = surface.gateway.resources.subscriptions
+    shared = gateway_tools.notifier.bus
+    subscriptions = gateway_tools.gateway.resources.subscriptions
 
     async def on_listen(
         ctx: ServerRequestContext[Any], params: types.SubscriptionsListenRequestParams
@@ -218,7 +224,9 @@ def listen_handler(surface: GatewaySurface, profile: Profile | None) -> Any:
         done: list[str] = []
         try:
             for uri in uris:
-                if downstream_uri(surface, uri) and await resource_shown(uri, profile, surface):
+                if downstream_uri(gateway_tools, uri) and await resource_shown(
+                    uri, profile, gateway_tools
+                ):
                     try:
                         await subscriptions.subscribe(uri, bus)
                         done.append(uri)

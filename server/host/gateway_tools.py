@@ -49,7 +49,7 @@ from ..observability import Observer
 from ..wire.sdk_compat import connection_key, connection_of
 from .tool_calls import capped_downstream, describe_validation_error, error_result
 
-__all__ = ["GatewayDirectory", "GatewaySurface", "HostNotifier"]
+__all__ = ["GatewayDirectory", "GatewayTools", "HostNotifier"]
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +168,7 @@ class HostNotifier:
                 self._sessions.pop(key, None)
 
 
-class GatewaySurface:
+class GatewayTools:
     """Routes host requests to the gateway; ``notifier`` is the one the gateway was given
     as its ``on_exposed_change`` (see :func:`server.runtime.build_runtime`)."""
 

@@ -18,7 +18,7 @@ from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
 
 from contextcore.assembly_model import AssemblyModelSpec
-from contextcore.config import HistoryConfig, ToolSurface
+from contextcore.config import HistoryConfig, ListedTools
 from contextcore.context_text import NoTools
 from contextcore.errors import ConfigError
 from contextcore.profiles import Profile
@@ -44,7 +44,7 @@ from .downstream import (
     template_shown,
     with_servers,
 )
-from .gateway_tools import CALL_TOOL, LIST_SERVERS, GatewaySurface
+from .gateway_tools import CALL_TOOL, LIST_SERVERS, GatewayTools
 from .prompts import CONTEXT_PROMPT, ContextPrompt
 from .resources import ResourceReader, resource_templates
 from .tool_calls import ContextListener, ToolRunner
@@ -88,47 +88,47 @@ def list_tools(
     ]
 
 
-def listed_names(surface: ToolSurface) -> frozenset[str] | None:
-    """The broker's own tools (and gateway tools) ``surface`` lists; None: all of them.
+def listed_names(listed: ListedTools) -> frozenset[str] | None:
+    """The broker's own tools (and gateway tools) ``listed`` lists; None: all of them.
     ``ConfigError`` for a name the broker has no tool of."""
-    if surface == "all":
+    if listed == "all":
         return None
-    if surface == "model":
+    if listed == "model":
         return frozenset(MODEL_TOOLS)
     known = [*(s.name for s in TOOLS), CALL_TOOL, LIST_SERVERS]
-    unknown = [n for n in surface if n not in known]
+    unknown = [n for n in listed if n not in known]
     if unknown:
         raise ConfigError(
             f'server.tools: unknown tool(s) {", ".join(map(repr, unknown))}; use "model", '
             f'"all" or names from: {", ".join(known)}',
             field="server.tools",
         )
-    return frozenset(surface)
+    return frozenset(listed)
 
 
 def build_server(
     broker: ContextBroker,
     *,
     version: str = "",
-    surface: GatewaySurface | None = None,
+    gateway_tools: GatewayTools | None = None,
     history: HistoryService | None = None,
     summarizers: SummarizerFactory | None = None,
     models: Mapping[str, AssemblyModelSpec] | None = None,
     observer: Observer | None = None,
     profile: Profile | None = None,
-    tools: ToolSurface = "all",
+    tools: ListedTools = "all",
 ) -> Server[Any]:
     """An MCP server exposing ``broker``'s tools and resources on any transport, its history
-    tools, and, with ``surface``, the gateway's tools, resources and prompts (``surface``
+    tools, and, with ``gateway_tools``, the gateway's tools, resources and prompts (it
     records proxied calls in its own history service: pass the same one as ``history``).
     With ``profile``, its hosts see only what the profile allows (one server per profile).
     ``tools`` is what ``tools/list`` shows of the broker's own tools (see
     :func:`listed_names`); every one of them answers a call by its name."""
     name = profile.name if profile is not None else None
     history = history or HistoryService(broker, HistoryConfig())
-    directory = surface.directory if surface is not None else NoTools()
+    directory = gateway_tools.directory if gateway_tools is not None else NoTools()
     observer = observer or Observer()
-    on_context = _context_listener(observer, surface)
+    on_context = _context_listener(observer, gateway_tools)
     runner = ToolRunner(
         broker,
         TOOLS,
@@ -148,19 +148,19 @@ def build_server(
         get_tool_input_schema=lambda name: (
             runner.specs[name].input_schema() if name in runner.specs else None
         ),
-        **_tool_handlers(runner, surface, profile, tools),
-        **_resource_handlers(ResourceReader(broker, name), surface, profile),
-        **_prompt_handlers(prompt, surface, profile),
+        **_tool_handlers(runner, gateway_tools, profile, tools),
+        **_resource_handlers(ResourceReader(broker, name), gateway_tools, profile),
+        **_prompt_handlers(prompt, gateway_tools, profile),
     )
     _add_logging(server)
     server.extensions[EXTENSION_ID] = {}  # MCP Apps: tools point at ui:// views
-    if surface is not None:
-        server.create_initialization_options = _announcing(server, surface)  # type: ignore[method-assign]
+    if gateway_tools is not None:
+        server.create_initialization_options = _announcing(server, gateway_tools)  # type: ignore[method-assign]
     return server
 
 
 def _announcing(
-    server: Server[Any], surface: GatewaySurface
+    server: Server[Any], gateway_tools: GatewayTools
 ) -> Callable[..., InitializationOptions]:
     """``server.create_initialization_options`` declaring to handshake-era hosts what the
     gateway passes on (the SDK's transports ask for the options without passing any): tool
@@ -173,13 +173,13 @@ def _announcing(
         experimental_capabilities: dict[str, dict[str, Any]] | None = None,
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
-        servers = surface.gateway.has_servers()
+        servers = gateway_tools.gateway.has_servers()
         notify = NotificationOptions(
             tools_changed=True, resources_changed=servers, prompts_changed=servers
         )
         opts = plain(notify, experimental_capabilities, extensions)
         caps = opts.capabilities
-        subscribe = servers and surface.gateway.resources.subscriptions.subscribable()
+        subscribe = servers and gateway_tools.gateway.resources.subscriptions.subscribable()
         changes: dict[str, Any] = {"completions": caps.completions if servers else None}
         if caps.resources is not None:
             changes["resources"] = caps.resources.model_copy(update={"subscribe": subscribe})
@@ -190,15 +190,15 @@ def _announcing(
 
 def _tool_handlers(
     runner: ToolRunner,
-    surface: GatewaySurface | None,
+    gateway_tools: GatewayTools | None,
     profile: Profile | None,
-    surface_setting: ToolSurface,
+    listed_setting: ListedTools,
 ) -> dict[str, Any]:
     """``tools/list`` and ``tools/call``: the broker's tools, then the gateway's; of the
-    broker's and gateway's own tools, those ``surface_setting`` lists."""
-    shown = listed_names(surface_setting)
+    broker's and gateway's own tools, those ``listed_setting`` lists."""
+    shown = listed_names(listed_setting)
     own = TOOLS if shown is None else tuple(s for s in TOOLS if s.name in shown)
-    tool_list = list_tools(own, brief=surface_setting == "model")
+    tool_list = list_tools(own, brief=listed_setting == "model")
 
     def listed(tool: types.Tool) -> bool:
         fixed = tool.name in (CALL_TOOL, LIST_SERVERS)
@@ -207,26 +207,26 @@ def _tool_handlers(
     async def on_list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        if surface is None:
+        if gateway_tools is None:
             return types.ListToolsResult(tools=tool_list)
-        surface.notifier.remember(ctx.session)
-        gateway_tools = [t for t in await surface.tools(ctx.session, profile) if listed(t)]
-        return types.ListToolsResult(tools=[*tool_list, *gateway_tools])
+        gateway_tools.notifier.remember(ctx.session)
+        downstream = [t for t in await gateway_tools.tools(ctx.session, profile) if listed(t)]
+        return types.ListToolsResult(tools=[*tool_list, *downstream])
 
     async def on_call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         spec = runner.specs.get(params.name)
         if spec is not None:
-            if surface is not None:  # early calls wait for the first gathering (bounded)
-                await surface.startup()
+            if gateway_tools is not None:  # early calls wait for the first gathering (bounded)
+                await gateway_tools.startup()
             return await runner.call(spec, params.arguments or {}, ctx)
-        if surface is not None and not surface.handles(params.name):
+        if gateway_tools is not None and not gateway_tools.handles(params.name):
             # A host may call a directly listed tool by a name it remembers, before any
             # tools/list: the first gathering may still bring it (bounded by the budget).
-            await surface.startup()
-        if surface is not None and surface.handles(params.name):
-            return await surface.call(
+            await gateway_tools.startup()
+        if gateway_tools is not None and gateway_tools.handles(params.name):
+            return await gateway_tools.call(
                 params.name,
                 params.arguments or {},
                 ctx.session,
@@ -235,8 +235,8 @@ def _tool_handlers(
                 request_id=ctx.request_id,
                 retry=retry_fields(params),
             )
-        if with_servers(surface):
-            raise MCPError(types.INVALID_PARAMS, surface.gateway.unknown_tool(params.name))
+        if with_servers(gateway_tools):
+            raise MCPError(types.INVALID_PARAMS, gateway_tools.gateway.unknown_tool(params.name))
         names = ", ".join(runner.specs)
         raise MCPError(
             types.INVALID_PARAMS, f"unknown tool {params.name[:100]!r}; this server has: {names}"
@@ -246,7 +246,7 @@ def _tool_handlers(
 
 
 def _resource_handlers(
-    reader: ResourceReader, surface: GatewaySurface | None, profile: Profile | None
+    reader: ResourceReader, gateway_tools: GatewayTools | None, profile: Profile | None
 ) -> dict[str, Any]:
     """The broker's ``context://`` resources and templates, then the downstream servers'
     (exposed as their servers' ``prefix`` says; under ``profile``, only its servers'), and
@@ -255,31 +255,31 @@ def _resource_handlers(
     async def on_list_resources(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        extra = await surface.gateway.list_resources() if surface is not None else []
-        if surface is not None:
-            surface.notifier.remember(ctx.session)  # for resources/list_changed
-        extra = [r for r in extra if await resource_shown(str(r.uri), profile, surface)]
+        extra = await gateway_tools.gateway.list_resources() if gateway_tools is not None else []
+        if gateway_tools is not None:
+            gateway_tools.notifier.remember(ctx.session)  # for resources/list_changed
+        extra = [r for r in extra if await resource_shown(str(r.uri), profile, gateway_tools)]
         return types.ListResourcesResult(resources=[*reader.list(), *extra])
 
     async def on_list_templates(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
         own = resource_templates()
-        if not with_servers(surface):
+        if not with_servers(gateway_tools):
             return types.ListResourceTemplatesResult(resource_templates=own)
-        extra = await surface.gateway.resources.list_templates()
-        extra = [t for t in extra if await template_shown(t.uri_template, profile, surface)]
+        extra = await gateway_tools.gateway.resources.list_templates()
+        extra = [t for t in extra if await template_shown(t.uri_template, profile, gateway_tools)]
         return types.ListResourceTemplatesResult(resource_templates=[*own, *extra])
 
     async def on_read_resource(
         ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult | types.InputRequiredResult:
         uri = str(params.uri)
-        if downstream_uri(surface, uri):
-            await check_shown(uri, profile, surface)
+        if downstream_uri(gateway_tools, uri):
+            await check_shown(uri, profile, gateway_tools)
             with _as_host(ctx, params):
                 return await downstream_call(
-                    surface.gateway.read_resource(uri, retry_fields(params))
+                    gateway_tools.gateway.read_resource(uri, retry_fields(params))
                 )
         return await reader.read(uri)
 
@@ -288,8 +288,8 @@ def _resource_handlers(
         "on_list_resource_templates": on_list_templates,
         "on_read_resource": on_read_resource,
     }
-    if surface is not None:
-        handlers |= subscription_handlers(surface, profile)
+    if gateway_tools is not None:
+        handlers |= subscription_handlers(gateway_tools, profile)
     return handlers
 
 
@@ -313,20 +313,20 @@ def _as_host(
     return calling_for(None if rid is None else Host(ctx.session, rid, params.meta))
 
 
-def _context_listener(observer: Observer, surface: GatewaySurface | None) -> ContextListener:
+def _context_listener(observer: Observer, gateway_tools: GatewayTools | None) -> ContextListener:
     """Where each request context built for a host goes: the metrics and the current trace
     span, then, with downstream servers, the host's own tool list (its selected tools)."""
 
     async def context_built(session: ServerSession | None, context: RequestContext) -> None:
         observer.context_built(context)
-        if surface is not None:
-            await surface.context_built(session, context)
+        if gateway_tools is not None:
+            await gateway_tools.context_built(session, context)
 
     return context_built
 
 
 def _prompt_handlers(
-    prompt: ContextPrompt, surface: GatewaySurface | None, profile: Profile | None
+    prompt: ContextPrompt, gateway_tools: GatewayTools | None, profile: Profile | None
 ) -> dict[str, Any]:
     """The broker's ``context`` prompt, then the downstream servers' prompts (and, with
     downstream servers, the ``subscriptions/listen`` stream)."""
@@ -334,10 +334,12 @@ def _prompt_handlers(
     async def on_list_prompts(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
-        extra = await surface.gateway.list_prompts() if surface is not None else []
-        if surface is not None:
-            surface.notifier.remember(ctx.session)  # for prompts/list_changed
-        extra = [p for p in extra if surface and await prompt_shown(p.name, profile, surface)]
+        extra = await gateway_tools.gateway.list_prompts() if gateway_tools is not None else []
+        if gateway_tools is not None:
+            gateway_tools.notifier.remember(ctx.session)  # for prompts/list_changed
+        extra = [
+            p for p in extra if gateway_tools and await prompt_shown(p.name, profile, gateway_tools)
+        ]
         return types.ListPromptsResult(prompts=[CONTEXT_PROMPT, *extra])
 
     async def on_get_prompt(
@@ -345,22 +347,24 @@ def _prompt_handlers(
     ) -> types.GetPromptResult | types.InputRequiredResult:
         if params.name == CONTEXT_PROMPT.name:
             return await prompt.get(params.arguments, ctx.session)
-        if surface is None or not with_servers(surface):
+        if gateway_tools is None or not with_servers(gateway_tools):
             raise MCPError(
                 types.INVALID_PARAMS,
                 f"unknown prompt {params.name[:100]!r}; this server has: {CONTEXT_PROMPT.name}",
             )
-        if not await prompt_shown(params.name, profile, surface):
+        if not await prompt_shown(params.name, profile, gateway_tools):
             raise MCPError(types.INVALID_PARAMS, outside(f"prompt {params.name[:100]!r}", profile))
         with _as_host(ctx, params):
             return await downstream_call(
-                surface.gateway.get_prompt(params.name, params.arguments, retry_fields(params))
+                gateway_tools.gateway.get_prompt(
+                    params.name, params.arguments, retry_fields(params)
+                )
             )
 
     handlers: dict[str, Any] = {"on_list_prompts": on_list_prompts, "on_get_prompt": on_get_prompt}
-    if surface is not None:  # the 2026-era stream that announces list changes
-        handlers["on_subscriptions_listen"] = listen_handler(surface, profile)
-        handlers["on_completion"] = completion_handler(surface, profile)
+    if gateway_tools is not None:  # the 2026-era stream that announces list changes
+        handlers["on_subscriptions_listen"] = listen_handler(gateway_tools, profile)
+        handlers["on_completion"] = completion_handler(gateway_tools, profile)
     return handlers
 
 

@@ -35,7 +35,7 @@ from typing import Any
 from mcp_types import INTERNAL_ERROR, ErrorData
 
 from ..gateway.relay.host import severity, shown
-from ..host.gateway_tools import GatewaySurface
+from ..host.gateway_tools import GatewayTools
 from ..wire.jsonrpc_lines import (
     RequestKey,
     error_line,
@@ -61,8 +61,8 @@ class DirectCalls:
     waiting for it; others are left to the SDK. Nothing is taken before :meth:`start`.
     """
 
-    def __init__(self, surface: GatewaySurface) -> None:
-        self._surface = surface
+    def __init__(self, gateway_tools: GatewayTools) -> None:
+        self._gateway_tools = gateway_tools
         self._ready = False
         # Per call in flight, how to give it up when the host cancels it.
         self._inflight: dict[RequestKey, Callable[[], None]] = {}
@@ -114,12 +114,12 @@ class DirectCalls:
             arguments = {}
         if not isinstance(arguments, dict):
             return False
-        if not self._surface.forwards_plainly(name, arguments):
+        if not self._gateway_tools.forwards_plainly(name, arguments):
             return False
         self._inflight[key] = _not_sent
         answer = self._answerer(key, request_id, name)
         try:
-            give_up = self._surface.forward_soon(name, arguments, answer, self._tell)
+            give_up = self._gateway_tools.forward_soon(name, arguments, answer, self._tell)
         except Exception:  # a bug here must cost one call, not the connection
             log.exception("forwarding %s failed", name)
             self._inflight.pop(key, None)

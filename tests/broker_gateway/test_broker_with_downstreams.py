@@ -76,7 +76,7 @@ async def test_downstream_tools_are_listed_namespaced_and_called_through_the_bro
             elapsed = anyio.current_time() - start
             names = [t.name for t in listed.tools]
             assert elapsed < 3 + 5, "a silent downstream must not hold tools/list past its timeout"
-            # The default surface: what a model needs (sessions, list_servers and the rest
+            # The default gateway_tools: what a model needs (sessions, list_servers and the rest
             # answer by name, listed with [server] tools = "all").
             assert {"build_request_context", "get_context_items", "call_tool"} <= set(names)
             assert "create_session" not in names and "list_servers" not in names

@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 import httpx
 from context_broker.server.host.mcp_server import build_server
-from context_broker.server.parts import build_broker
+from context_broker.server.parts import build_parts
 from context_broker.server.settings import load_config
 from mcp import Client
 
@@ -73,7 +73,7 @@ def test_a_misspelt_key_or_table_gets_a_suggestion(tmp_path: Path) -> None:
 
 async def test_a_missing_session_id_says_how_to_get_one(tmp_path: Path) -> None:
     config = load_config(write_config(tmp_path), environ={})
-    parts = build_broker(config, embedder=HashEmbedder())
+    parts = build_parts(config, embedder=HashEmbedder())
     async with Client(build_server(parts.broker)) as client:
         result = await client.call_tool("list_turns", {})
     assert result.is_error

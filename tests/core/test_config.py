@@ -3,7 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from context_broker.server.parts import build_broker
+from context_broker.server.parts import build_parts
 from context_broker.server.settings import load_config, parse_config
 
 from contextcore.errors import ConfigError
@@ -52,7 +52,7 @@ def test_invalid_toml_is_reported_with_the_file(tmp_path: Path) -> None:
 
 def test_the_example_config_loads_an_agent_in_every_include_mode() -> None:
     config = load_config(REPO / "config.example.toml", environ={})
-    counts = build_broker(config, use_config_embedder=False).catalog.counts()
+    counts = build_parts(config, use_config_embedder=False).catalog.counts()
     assert set(counts) == {"rule", "reference"}
     assert set(counts["rule"]) == {"always", "manual", "agent"}
     assert set(counts["reference"]) == {"manual", "agent"}

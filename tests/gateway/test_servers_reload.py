@@ -19,7 +19,7 @@ import anyio
 import pytest
 from context_broker.server.gateway import Gateway
 from context_broker.server.gateway.server_state import ServerChanges, diff_servers
-from context_broker.server.parts import build_broker
+from context_broker.server.parts import build_parts
 from context_broker.server.reload import ConfigReloader
 from context_broker.server.settings import DownstreamConfig, load_config
 from mcp import Client, MCPError, StdioServerParameters, stdio_client
@@ -367,7 +367,7 @@ async def test_a_server_added_back_brings_back_the_items_sessions_hold_of_it(
     beta = server_table("beta", "pong", tag=tag_for("beta"))
     store = '\n[persistence]\nbackend = "sqlite"\npath = "sessions.db"\n'
     path = write_config(tmp_path, alpha + beta + store)
-    parts = build_broker(load_config(path, environ={}), embedder=HashEmbedder())
+    parts = build_parts(load_config(path, environ={}), embedder=HashEmbedder())
     gateway = Gateway.from_config(parts.config, parts.catalog, settings=FAST)
     reloader = ConfigReloader(path, parts, gateway)
     broker = parts.broker

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from context_broker.server.host.mcp_server import build_server
-from context_broker.server.parts import build_broker
+from context_broker.server.parts import build_parts
 from context_broker.server.settings import AppConfig
 from mcp import Client
 
@@ -22,7 +22,7 @@ def history_client() -> Callable[..., Client]:
     history tools and the given ``[limits]``."""
 
     def make(limits: LimitsConfig | None = None) -> Client:
-        broker = build_broker(AppConfig(), embedder=HashEmbedder()).broker
+        broker = build_parts(AppConfig(), embedder=HashEmbedder()).broker
         service = HistoryService(broker, HistoryConfig(), limits=limits)
         server: Any = build_server(broker, history=service)
         return Client(server)

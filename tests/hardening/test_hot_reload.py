@@ -13,7 +13,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from context_broker.server.parts import build_broker
+from context_broker.server.parts import build_parts
 from context_broker.server.reload import ConfigReloader
 from context_broker.server.settings import load_config
 from mcp import Client, StdioServerParameters, stdio_client
@@ -188,7 +188,7 @@ def test_a_reload_re_embeds_only_the_changed_items(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     embedder = CountingEmbedder()
-    parts = build_broker(load_config(config_path, environ={}), embedder=embedder)
+    parts = build_parts(load_config(config_path, environ={}), embedder=embedder)
     reloader = ConfigReloader(config_path, parts, None)
     parts.search.index()
     assert len(embedder.texts) == 3
@@ -214,7 +214,7 @@ def test_a_reload_swaps_search_settings_and_names_what_needs_a_restart(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     config_path = write_setup(tmp_path)
-    parts = build_broker(load_config(config_path, environ={}), embedder=HashEmbedder())
+    parts = build_parts(load_config(config_path, environ={}), embedder=HashEmbedder())
     reloader = ConfigReloader(config_path, parts, None)
     text = config_path.read_text().replace("semantic = false", "semantic = false\ntop_n = 2")
     config_path.write_text(text + '\n[persistence]\nbackend = "sqlite"\npath = "s.db"\n')

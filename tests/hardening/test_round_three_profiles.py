@@ -17,7 +17,7 @@ import anyio
 import mcp_types as types
 import pytest
 from context_broker.server.host.mcp_server import build_server
-from context_broker.server.parts import build_broker
+from context_broker.server.parts import build_parts
 from context_broker.server.settings import load_config
 from mcp import Client, MCPError, StdioServerParameters
 
@@ -320,7 +320,7 @@ rules = ["sql-safety", "helm-charts"]
 async def test_usage_under_one_profile_moves_no_other_profiles_ranking(tmp_path: Path) -> None:
     path = tmp_path / "broker.toml"
     path.write_text(LEARNING, encoding="utf-8")
-    parts = build_broker(load_config(path, environ={}), embedder=HashEmbedder())
+    parts = build_parts(load_config(path, environ={}), embedder=HashEmbedder())
     broker = parts.broker
     assert broker.search.learner is not None
     query = "how do I roll out the release"
@@ -492,12 +492,12 @@ async def test_a_new_connection_never_inherits_an_old_ones_selected_tools(
     tmp_path: Path,
 ) -> None:
     from context_broker.server.gateway import Gateway
-    from context_broker.server.host.gateway_tools import GatewaySurface, HostNotifier
+    from context_broker.server.host.gateway_tools import GatewayTools, HostNotifier
 
     from tests.gateway.gateway_env import FAST
 
     config = _config(tmp_path)
-    parts = build_broker(load_config(config, environ={}), embedder=HashEmbedder())
+    parts = build_parts(load_config(config, environ={}), embedder=HashEmbedder())
     broker = parts.broker
     tools = _tools_file(tmp_path, "agentic", "chosen")
     servers = {
@@ -511,7 +511,7 @@ async def test_a_new_connection_never_inherits_an_old_ones_selected_tools(
     async with Gateway(servers, broker.catalog, settings=FAST) as gateway:
         with anyio.fail_after(60):
             await gateway.wait_ready()
-        surface = GatewaySurface(
+        gateway_tools = GatewayTools(
             gateway,
             broker,
             history=HistoryService(broker, HistoryConfig()),
@@ -527,8 +527,8 @@ async def test_a_new_connection_never_inherits_an_old_ones_selected_tools(
             items=(RequestItem(ItemRef("tool", "chosen", "agentic"), "agent", 0.9),),
         )
         old: Any = _Connection()
-        await surface.context_built(old, context)
-        assert "agentic__chosen" in {t.name for t in await surface.tools(old)}
+        await gateway_tools.context_built(old, context)
+        assert "agentic__chosen" in {t.name for t in await gateway_tools.tools(old)}
         stale = id(old)
         del old
         gc.collect()
@@ -540,5 +540,5 @@ async def test_a_new_connection_never_inherits_an_old_ones_selected_tools(
             kept.append(candidate)
         else:
             pytest.skip("no object reused the old connection's address")
-        listed = {t.name for t in await surface.tools(candidate)}
+        listed = {t.name for t in await gateway_tools.tools(candidate)}
     assert "agentic__chosen" not in listed

@@ -13,7 +13,7 @@ import anyio
 import pytest
 import pytest_asyncio
 from context_broker.server.host.mcp_server import build_server
-from context_broker.server.parts import build_broker
+from context_broker.server.parts import build_parts
 from context_broker.server.settings import load_config
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -36,7 +36,7 @@ async def broker(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Brok
     # The client's task group must be entered and left in one task; fixture setup and
     # teardown run in different ones, so the client lives in a task of its own.
     config = load_config(write_config(tmp_path_factory.mktemp("args")), environ={})
-    parts = build_broker(config, embedder=HashEmbedder())
+    parts = build_parts(config, embedder=HashEmbedder())
     ready: asyncio.Future[Broker] = asyncio.get_running_loop().create_future()
     stop = asyncio.Event()
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from context_broker.server.host.mcp_server import build_server
-from context_broker.server.parts import build_broker
+from context_broker.server.parts import build_parts
 from context_broker.server.settings import AppConfig
 from context_broker.server.stores.sqlite import SqliteSessionStore
 from context_broker.server.summarizers import SummarizerFactory
@@ -47,7 +47,7 @@ def build_env(
     if summarizer is not None:
         config = config.model_copy(update={"summarizer": summarizer})
     store = SqliteSessionStore(store_path) if store_path else None
-    broker = build_broker(AppConfig(), embedder=HashEmbedder(), store=store).broker
+    broker = build_parts(AppConfig(), embedder=HashEmbedder(), store=store).broker
     service = HistoryService(broker, config)
     summarizers = SummarizerFactory(
         config.summarizer, environ={"TEST_LLM_KEY": KEY} if environ is None else environ

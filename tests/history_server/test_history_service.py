@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from context_broker.server.parts import build_broker
+from context_broker.server.parts import build_parts
 from context_broker.server.settings import AppConfig
 from context_broker.server.stores.sqlite import SqliteSessionStore
 from history_env import HistoryEnv, chat, tool_turn
@@ -151,7 +151,7 @@ def test_everything_is_on_disk_when_each_call_returns_and_survives_a_restart(
 
     # A restart: a new store object and a new broker and service over the same file.
     store = SqliteSessionStore(path)
-    broker = build_broker(AppConfig(), embedder=HashEmbedder(), store=store).broker
+    broker = build_parts(AppConfig(), embedder=HashEmbedder(), store=store).broker
     service = HistoryService(broker, HistoryConfig())
     history = service.history(sid)
     assert [m.id for m in history.messages] == list(ids)
@@ -162,7 +162,7 @@ def test_everything_is_on_disk_when_each_call_returns_and_survives_a_restart(
     assert stats.message_count == 14 and stats.has_summary and stats.has_snapshot
     service.clear_history(sid)
     reloaded = HistoryService(
-        build_broker(AppConfig(), embedder=HashEmbedder(), store=SqliteSessionStore(path)).broker,
+        build_parts(AppConfig(), embedder=HashEmbedder(), store=SqliteSessionStore(path)).broker,
         HistoryConfig(),
     )
     assert reloaded.history(sid).cleared

@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import pytest
 from context_broker.server.host.mcp_server import build_server
-from context_broker.server.parts import build_broker
+from context_broker.server.parts import build_parts
 from context_broker.server.settings import load_config
 from context_broker.server.stores.sqlite import SqliteSessionStore
 from mcp import Client
@@ -66,7 +66,7 @@ async def ranking(path: Path) -> list[tuple[str, float]]:
     config = load_config(path, environ={})
     store = SqliteSessionStore(config.resolve(Path("sessions.db")))
     try:
-        parts = build_broker(config, store=store)
+        parts = build_parts(config, store=store)
         async with Client(build_server(parts.broker)) as client:
             with anyio.fail_after(60):
                 result = await client.call_tool("search_context_items", {"query": QUERY})

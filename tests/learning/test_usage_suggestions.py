@@ -12,7 +12,7 @@ from typing import Any
 
 import anyio
 from context_broker.server.host.mcp_server import build_server
-from context_broker.server.parts import build_broker
+from context_broker.server.parts import build_parts
 from context_broker.server.settings import load_config
 from context_broker.server.stores.sqlite import SqliteSessionStore
 from mcp import Client
@@ -79,7 +79,7 @@ def suggested(stats: dict[str, Any]) -> dict[str, str]:
 async def test_stats_count_used_against_selected_and_suggest_include_modes(
     tmp_path: Path,
 ) -> None:
-    parts = build_broker(load_config(write_config(tmp_path), environ={}), embedder=HashEmbedder())
+    parts = build_parts(load_config(write_config(tmp_path), environ={}), embedder=HashEmbedder())
     async with Client(build_server(parts.broker)) as client:
         _, created = await call(client, "create_session")
         sid = created["session_id"]
@@ -143,7 +143,7 @@ def test_the_stats_command_shows_usage_and_suggestions_from_the_store(tmp_path: 
     path = write_config(tmp_path, sqlite=True)
     config = load_config(path, environ={})
     store = SqliteSessionStore(config.resolve(Path("sessions.db")))
-    parts = build_broker(config, embedder=HashEmbedder(), store=store)
+    parts = build_parts(config, embedder=HashEmbedder(), store=store)
     sid = parts.broker.create_session().session_id
     for message in SQL:
         turn = parts.broker.build_request_context(sid, message)

@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 from context_broker.server.host.mcp_server import build_server
-from context_broker.server.parts import build_broker
+from context_broker.server.parts import build_parts
 from context_broker.server.settings import load_config
 from mcp import Client
 
@@ -55,7 +55,7 @@ def make_client(tmp_path: Path, *, search_extra: str = "", semantic: bool = True
     path.write_text(
         CONFIG.format(semantic=str(semantic).lower(), search_extra=search_extra), encoding="utf-8"
     )
-    parts = build_broker(load_config(path, environ={}), embedder=HashEmbedder())
+    parts = build_parts(load_config(path, environ={}), embedder=HashEmbedder())
     return Client(build_server(parts.broker))
 
 

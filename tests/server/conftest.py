@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from context_broker.server.host.mcp_server import build_server
-from context_broker.server.parts import build_broker
+from context_broker.server.parts import build_parts
 from context_broker.server.settings import AppConfig, load_config
 from mcp import Client
 
@@ -30,7 +30,7 @@ def make_client(config: AppConfig) -> Callable[..., Client]:
     """``make_client(mode=...)`` → an in-memory client of a broker with the hash embedder."""
 
     def make(mode: str = "auto", **overrides: object) -> Client:
-        parts = build_broker(config, embedder=HashEmbedder())
+        parts = build_parts(config, embedder=HashEmbedder())
         return Client(build_server(parts.broker), mode=mode, **overrides)  # type: ignore[arg-type]
 
     return make

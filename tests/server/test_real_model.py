@@ -8,7 +8,7 @@ import anyio
 import pytest
 from context_broker.server.embedding import resolve_model_dir
 from context_broker.server.host.mcp_server import build_server
-from context_broker.server.parts import build_broker
+from context_broker.server.parts import build_parts
 from context_broker.server.settings import load_config
 from mcp import Client
 
@@ -23,7 +23,7 @@ async def test_build_request_context_selects_items_by_meaning_with_the_real_mode
     config = load_config(write_config(tmp_path, semantic=True), environ={})
     if resolve_model_dir(config) is None:
         pytest.fail("embedding model not prepared; run scripts/setup.sh")
-    parts = build_broker(config)
+    parts = build_parts(config)
     with anyio.fail_after(120):
         async with Client(build_server(parts.broker)) as client:
             sid = (await client.call_tool("create_session", {})).structured_content["session_id"]  # type: ignore[index]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from context_broker.server.host.mcp_server import build_server
-from context_broker.server.parts import build_broker
+from context_broker.server.parts import build_parts
 from context_broker.server.settings import AppConfig
 from mcp import Client, MCPError
 
@@ -265,7 +265,7 @@ async def test_legacy_hosts_can_set_the_log_level(make_client: Callable[..., Cli
 
 
 async def test_a_failing_embedder_still_builds_the_request_context(config: AppConfig) -> None:
-    parts = build_broker(config, embedder=HashEmbedder(fail=True))
+    parts = build_parts(config, embedder=HashEmbedder(fail=True))
     async with Client(build_server(parts.broker)) as client:
         sid = (await call(client, "create_session"))["session_id"]
         built = await call(client, "build_request_context", session_id=sid, message="SQL")

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 from context_broker.server.host.mcp_server import build_server
-from context_broker.server.parts import build_broker
+from context_broker.server.parts import build_parts
 from context_broker.server.settings import load_config
 from context_broker.server.stores.sqlite import SqliteSessionStore
 from mcp import Client
@@ -18,7 +18,7 @@ from tests.support.hash_embedder import HashEmbedder
 
 async def test_usage_stats_tool_and_resource_report_inclusions(tmp_path: Path) -> None:
     config = load_config(write_config(tmp_path), environ={})
-    parts = build_broker(config, embedder=HashEmbedder())
+    parts = build_parts(config, embedder=HashEmbedder())
     async with Client(build_server(parts.broker)) as client:
         created = await client.call_tool("create_session", {})
         sid = created.structured_content["session_id"]  # type: ignore[index]
@@ -45,7 +45,7 @@ def test_stats_command_reads_the_session_store(tmp_path: Path) -> None:
     path = write_config(tmp_path, backend="sqlite")
     config = load_config(path, environ={})
     store = SqliteSessionStore(config.resolve(Path("sessions.sqlite3")))
-    parts = build_broker(config, embedder=HashEmbedder(), store=store)
+    parts = build_parts(config, embedder=HashEmbedder(), store=store)
     sid = parts.broker.create_session().session_id
     parts.broker.build_request_context(sid, "parameterized SQL queries")
     store.close()

@@ -9,7 +9,7 @@ import psycopg
 import pytest
 import redis
 from context_broker.server.host.mcp_server import build_server
-from context_broker.server.parts import build_broker
+from context_broker.server.parts import build_parts
 from context_broker.server.settings import load_config
 from context_broker.server.stores import build_store
 from mcp import Client
@@ -49,7 +49,7 @@ async def test_a_second_replica_reads_the_first_ones_embeddings_instead_of_embed
         embedder = HashEmbedder()
         store = build_store(config)
         try:
-            parts = build_broker(config, embedder=embedder, store=store)
+            parts = build_parts(config, embedder=embedder, store=store)
             async with Client(build_server(parts.broker)) as client:
                 sid = (await call(client, "create_session"))["session_id"]
                 built = await call(

@@ -16,7 +16,7 @@ import psycopg
 import pytest
 import redis
 from context_broker.server.host.mcp_server import build_server
-from context_broker.server.parts import build_broker
+from context_broker.server.parts import build_parts
 from context_broker.server.settings import load_config
 from context_broker.server.stores import build_store
 from mcp import Client
@@ -107,7 +107,7 @@ async def test_a_damaged_message_and_turn_are_skipped_reported_counted_and_repai
     config = load_config(config_path)
     store = build_store(config)
     try:
-        parts = build_broker(config, embedder=HashEmbedder(), store=store)
+        parts = build_parts(config, embedder=HashEmbedder(), store=store)
         service = HistoryService(parts.broker, HistoryConfig())
         async with Client(build_server(parts.broker, history=service)) as client:
             sid = (await call(client, "create_session"))["session_id"]

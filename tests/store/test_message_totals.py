@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 import redis
-from context_broker.server.parts import build_broker
+from context_broker.server.parts import build_parts
 from context_broker.server.settings import AppConfig
 from servers import PostgresServer, RedisServer
 
@@ -23,7 +23,7 @@ from tests.support.hash_embedder import HashEmbedder
 
 
 def _service(store: SessionStore) -> HistoryService:
-    parts = build_broker(AppConfig(), embedder=HashEmbedder(), store=store)
+    parts = build_parts(AppConfig(), embedder=HashEmbedder(), store=store)
     return HistoryService(parts.broker, HistoryConfig())
 
 

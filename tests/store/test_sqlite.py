@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from _writer import append_many
-from context_broker.server.parts import build_broker
+from context_broker.server.parts import build_parts
 from context_broker.server.settings import AppConfig
 from context_broker.server.stores.sqlite import SqliteSessionStore
 
@@ -190,7 +190,7 @@ def test_a_file_of_the_previous_format_is_migrated_without_loss(tmp_path: Path) 
     path = tmp_path / "old.sqlite3"
     session, history = _v1_file(path)
     store = SqliteSessionStore(path)
-    parts = build_broker(AppConfig(), embedder=HashEmbedder(), store=store)
+    parts = build_parts(AppConfig(), embedder=HashEmbedder(), store=store)
     broker, service = parts.broker, HistoryService(parts.broker, HistoryConfig())
     sid = session.session_id
     assert len(store.list_session_ids()) == 2
@@ -336,7 +336,7 @@ async def test_a_store_file_lost_while_serving_makes_writes_fail_as_tool_errors(
 
     path = tmp_path / "sessions.sqlite3"
     store = SqliteSessionStore(path)
-    parts = build_broker(AppConfig(), embedder=HashEmbedder(), store=store)
+    parts = build_parts(AppConfig(), embedder=HashEmbedder(), store=store)
     service = HistoryService(parts.broker, HistoryConfig())
     server = build_server(parts.broker, history=service)
     async with Client(server) as client:

@@ -9,7 +9,7 @@ import anyio
 import httpx
 from context_broker.server.host.mcp_server import build_server
 from context_broker.server.observability import Observer
-from context_broker.server.parts import build_broker
+from context_broker.server.parts import build_parts
 from context_broker.server.settings import load_config
 from mcp import Client
 from opentelemetry.sdk.trace import TracerProvider
@@ -87,7 +87,7 @@ async def test_a_traced_call_gives_a_span_tree_under_the_callers_trace_id(tmp_pa
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     config = load_config(write_config(tmp_path).parent / "broker.toml", environ={})
-    parts = build_broker(config.model_copy(update={"servers": {}}), embedder=HashEmbedder())
+    parts = build_parts(config.model_copy(update={"servers": {}}), embedder=HashEmbedder())
     observer = Observer(provider)
     parts.broker.store = observer.traced("store", parts.broker.store)
     parts.broker.search = observer.traced("search", parts.broker.search)

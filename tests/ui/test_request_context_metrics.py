@@ -11,7 +11,7 @@ import anyio
 import httpx
 from context_broker.server.host.mcp_server import build_server
 from context_broker.server.observability import Observer
-from context_broker.server.parts import build_broker
+from context_broker.server.parts import build_parts
 from context_broker.server.settings import load_config
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -67,7 +67,7 @@ async def test_the_tool_span_names_the_request_context_it_built(tmp_path: Path) 
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     config = load_config(write_config(tmp_path), environ={})
-    parts = build_broker(config.model_copy(update={"servers": {}}), embedder=HashEmbedder())
+    parts = build_parts(config.model_copy(update={"servers": {}}), embedder=HashEmbedder())
     async with Client(build_server(parts.broker, observer=Observer(provider))) as client:
         with anyio.fail_after(30):
             created = await client.call_tool("create_session", {})

@@ -5,7 +5,7 @@ completion (``sampling/createMessage``) or the client's roots (``roots/list``), 
 messages; on the 2026-07-28 wire the same requests come embedded in an
 ``InputRequiredResult``. The broker is that client, and the one who can answer is the host
 whose call is running. :func:`calling_for` marks the host of the call the current task
-makes (the gateway surface sets it around a forwarded call); each downstream connection's
+makes (the gateway's tools set it around a forwarded call); each downstream connection's
 :class:`Relay` keeps the hosts of its calls in flight and gives the SDK client session the
 callbacks that ask them.
 
@@ -112,7 +112,7 @@ class Host:
         }
 
 
-# The host of the call the current task forwards: set by the gateway surface around the
+# The host of the call the current task forwards: set by the gateway's tools around the
 # call, read by the connection that sends it (the same task), so no signature in between
 # has to carry it.
 _CALLER: ContextVar[Host | None] = ContextVar("gateway_caller", default=None)
