@@ -15,12 +15,14 @@ from typing import Any
 from .items import ItemRef
 from .sessions import RequestContext, RequestItem, SessionItem
 from .store import (
+    CallToRecord,
     DamagedRecord,
     DuplicateRecord,
     JsonChange,
     MessageRecord,
     RecordedCall,
     SessionHeader,
+    SessionStore,
     StoreError,
     unknown_session,
 )
@@ -44,8 +46,25 @@ class _Records:
     calls: list[dict[str, Any]] = field(default_factory=list)
 
 
-class MemorySessionStore:
+class MemorySessionStore(SessionStore):
     """Sessions in process memory, one lock for all; gone when the process ends."""
+
+    def __init__(self) -> None:
+        records = _MemoryRecords()
+        super().__init__(
+            sessions=records,
+            parts=records,
+            turns=records,
+            messages=records,
+            calls=records,
+            embeddings=records,
+            damage=records,
+            health=records,
+        )
+
+
+class _MemoryRecords:
+    """Every role's records of one in-memory store, under one lock."""
 
     def __init__(self) -> None:
         self._sessions: dict[str, _Records] = {}
@@ -263,14 +282,8 @@ class MemorySessionStore:
         self._usage.append({**event, "seq": seq, "session_id": session_id})
         return seq
 
-    def record_call(
-        self,
-        session_id: str,
-        call: Mapping[str, Any] | None,
-        messages: Sequence[MessageRecord] = (),
-        usage: Mapping[str, Any] | None = None,
-        history: JsonChange | None = None,
-    ) -> RecordedCall:
+    def record_call(self, session_id: str, record: CallToRecord) -> RecordedCall:
+        call, messages, usage, history = record.call, record.messages, record.usage, record.history
         with self._lock:
             rec = self._get(session_id)
             # Everything that can fail runs before anything changes.

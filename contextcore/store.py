@@ -1,5 +1,6 @@
-"""The session-store protocol: a session as separate records (the in-memory backend is
-:mod:`contextcore.memory_store`, the others are in ``server.stores``).
+"""The session store: a session as separate records, kept by one object per role (the roles'
+protocols are in :mod:`contextcore.store_roles`, the records in :mod:`contextcore.store_records`;
+the in-memory backend is :mod:`contextcore.memory_store`, the others are in ``server.stores``).
 
 A session is not one document but parts that change on their own, each kept as its own
 records so that an operation reads and writes only what it touches:
@@ -48,15 +49,34 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from .errors import ContextCoreError, SessionError
 from .items import ItemRef
 from .sessions import RequestContext, RequestItem, Session, SessionItem
+from .store_records import (
+    CallToRecord,
+    DamagedRecord,
+    JsonChange,
+    MessageRecord,
+    RecordedCall,
+    RecordKind,
+    SessionHeader,
+)
+from .store_roles import (
+    CallLog,
+    DamageRecords,
+    EmbeddingRecords,
+    MessageLog,
+    SessionParts,
+    SessionRecords,
+    StoreHealth,
+    TurnLog,
+)
 
 __all__ = [
+    "CallToRecord",
     "DamageLog",
     "DamagedRecord",
     "DuplicateRecord",
@@ -72,8 +92,6 @@ __all__ = [
     "load_session",
     "unknown_session",
 ]
-
-JsonChange = Callable[[dict[str, Any] | None], dict[str, Any] | None]
 
 log = logging.getLogger(__name__)
 
@@ -99,23 +117,6 @@ def unknown_session(session_id: str) -> UnknownSession:
     return UnknownSession(
         f"unknown session_id {session_id!r}; create one with create_session", field="session_id"
     )
-
-
-RecordKind = Literal["turn", "message", "call"]
-
-
-@dataclass(frozen=True)
-class DamagedRecord:
-    """A stored record that no longer reads: which one, and why."""
-
-    session_id: str
-    kind: RecordKind
-    seq: int
-    reason: str
-
-    def describe(self) -> str:
-        """``message 3 of session s_... (invalid JSON ...)``, for results, logs and ``check``."""
-        return f"{self.kind} {self.seq} of session {self.session_id} ({self.reason})"
 
 
 class DamageLog:
@@ -153,185 +154,133 @@ class DamageLog:
                 self._found.get(r.session_id, {}).pop((r.kind, r.seq), None)
 
 
-@dataclass(frozen=True)
-class SessionHeader:
-    """What a session is: written at creation; ``removed`` changes with remove/add item."""
+class SessionStore:
+    """A whole session store: one backend's object for each role, and the roles' operations
+    for a caller that uses several (each is documented on its role in
+    :mod:`contextcore.store_roles`). A caller that uses one role takes that object
+    (``store.embeddings``) instead."""
 
-    session_id: str
-    agent: str | None
-    created_at: str
-    preset: str | None = None
-    removed: tuple[ItemRef, ...] = ()
-    profile: str | None = None
-    """The profile the session was created under (None: none, everything visible)."""
+    def __init__(
+        self,
+        *,
+        sessions: SessionRecords,
+        parts: SessionParts,
+        turns: TurnLog,
+        messages: MessageLog,
+        calls: CallLog,
+        embeddings: EmbeddingRecords,
+        damage: DamageRecords,
+        health: StoreHealth,
+    ) -> None:
+        self.session_records = sessions
+        self.parts = parts
+        self.turn_log = turns
+        self.message_log = messages
+        self.call_log = calls
+        self.embeddings = embeddings
+        self.damage = damage
+        self.health = health
 
-
-@dataclass(frozen=True)
-class MessageRecord:
-    """One stored history message: its validated wire dict (with ``id``) and what the store
-    indexes. ``seq`` is assigned by the store (``-1`` on a record not yet stored); ``tokens``
-    is the message's estimated size, given when it enters, which the store sums per session
-    (see :meth:`SessionStore.message_totals`)."""
-
-    id: str
-    raw: Mapping[str, Any]
-    call_ids: tuple[str, ...] = ()
-    seq: int = -1
-    tokens: int = 0
-
-
-@dataclass(frozen=True)
-class RecordedCall:
-    """The sequence numbers :meth:`SessionStore.record_call` gave: the call record's (None:
-    no call record was written), the history messages' and the usage event's (None: none)."""
-
-    call: int | None
-    messages: tuple[int, ...]
-    usage: int | None
-
-
-@runtime_checkable
-class SessionStore(Protocol):
-    """Keeps sessions as separate records; every write is durable when it returns."""
-
-    # -- header and items -----------------------------------------------------------------
+    # -- header and items (SessionRecords) ---------------------------------------------------
 
     def create_session(self, header: SessionHeader, items: Sequence[SessionItem]) -> None:
-        """Store a new session with its first items; ``StoreError`` if the id exists."""
-        ...
+        self.session_records.create_session(header, items)
 
     def header(self, session_id: str) -> SessionHeader | None:
-        """The session's header, or None if no such session is stored."""
-        ...
+        return self.session_records.header(session_id)
 
     def list_session_ids(self) -> list[str]:
-        """Every stored session id, oldest first."""
-        ...
+        return self.session_records.list_session_ids()
 
     def session_ids_page(self, offset: int, limit: int) -> list[str]:
-        """One page of stored session ids, newest first: at most ``limit`` after skipping
-        ``offset`` (reads only that page)."""
-        ...
+        return self.session_records.session_ids_page(offset, limit)
 
     def items(self, session_id: str) -> tuple[SessionItem, ...]:
-        """The session's items in the order they were added."""
-        ...
+        return self.session_records.items(session_id)
 
     def add_items(self, session_id: str, items: Sequence[SessionItem]) -> tuple[SessionItem, ...]:
-        """Add the items not yet in the session (in order) and take their refs out of the
-        header's ``removed``; returns the items actually added."""
-        ...
+        return self.session_records.add_items(session_id, items)
 
     def remove_item(self, session_id: str, ref: ItemRef) -> bool:
-        """Remove ``ref`` from the session's items and remember it in ``removed``; returns
-        whether it was there."""
-        ...
+        return self.session_records.remove_item(session_id, ref)
 
-    # -- turns ------------------------------------------------------------------------------
+    # -- history state and task snapshot (SessionParts) ------------------------------------
+
+    def history_state(self, session_id: str) -> dict[str, Any] | None:
+        return self.parts.history_state(session_id)
+
+    def update_history_state(self, session_id: str, change: JsonChange) -> dict[str, Any] | None:
+        return self.parts.update_history_state(session_id, change)
+
+    def snapshot(self, session_id: str) -> dict[str, Any] | None:
+        return self.parts.snapshot(session_id)
+
+    def update_snapshot(self, session_id: str, change: JsonChange) -> dict[str, Any] | None:
+        return self.parts.update_snapshot(session_id, change)
+
+    # -- turns (TurnLog) --------------------------------------------------------------------
 
     def append_turn(self, session_id: str, turn: RequestContext) -> int:
-        """Record a request context; returns its sequence number (0, 1, 2, ...)."""
-        ...
+        return self.turn_log.append_turn(session_id, turn)
 
     def turn(self, session_id: str, request_id: str) -> RequestContext | None:
-        """One recorded request context, or None."""
-        ...
+        return self.turn_log.turn(session_id, request_id)
 
     def extend_turn(
         self, session_id: str, request_id: str, items: Sequence[RequestItem]
     ) -> RequestContext | None:
-        """Add ``items`` to a recorded request context, atomically, except items it already
-        holds; returns the turn as stored (None: no such turn)."""
-        ...
+        return self.turn_log.extend_turn(session_id, request_id, items)
 
     def turns(
         self, session_id: str, offset: int = 0, limit: int | None = None
     ) -> list[RequestContext]:
-        """Recorded request contexts in order, from ``offset``, at most ``limit``."""
-        ...
+        return self.turn_log.turns(session_id, offset, limit)
 
     def turn_count(self, session_id: str) -> int:
-        """How many request contexts the session recorded."""
-        ...
+        return self.turn_log.turn_count(session_id)
 
     def last_turn(self, session_id: str) -> RequestContext | None:
-        """The latest recorded request context, or None."""
-        ...
+        return self.turn_log.last_turn(session_id)
 
-    # -- history messages -------------------------------------------------------------------
+    # -- history messages (MessageLog) ------------------------------------------------------
 
     def append_messages(
         self, session_id: str, messages: Sequence[MessageRecord]
     ) -> tuple[int, ...]:
-        """Append validated messages in one transaction; returns their sequence numbers
-        (consecutive, after every earlier one). ``DuplicateRecord`` if a message id or a
-        tool call id is already used in the session (then nothing is stored)."""
-        ...
+        return self.message_log.append_messages(session_id, messages)
 
     def messages(
         self, session_id: str, start: int = 0, end: int | None = None
     ) -> list[MessageRecord]:
-        """Stored messages with ``start <= seq < end`` (``end`` None: to the last), in order;
-        returned as stored, not validated again."""
-        ...
+        return self.message_log.messages(session_id, start, end)
 
     def message_count(self, session_id: str) -> int:
-        """One past the highest message sequence number (0 for no messages)."""
-        ...
+        return self.message_log.message_count(session_id)
 
     def message_totals(self, session_id: str) -> tuple[int, int]:
-        """How many messages the session holds and the sum of their ``tokens``, from
-        counters kept with the records (appends, rewrites and deletes keep them), so the
-        cost does not grow with the history; ``(0, 0)`` for an unknown session."""
-        ...
+        return self.message_log.message_totals(session_id)
 
     def used_ids(
         self, session_id: str, message_ids: Iterable[str], call_ids: Iterable[str]
     ) -> tuple[frozenset[str], frozenset[str]]:
-        """Which of ``message_ids`` and of tool ``call_ids`` the session already uses."""
-        ...
+        return self.message_log.used_ids(session_id, message_ids, call_ids)
 
     def replace_messages(self, session_id: str, messages: Sequence[MessageRecord]) -> None:
-        """Rewrite stored messages in place, matched by ``seq`` (a history filter that
-        compacts stored payloads); an unknown ``seq`` is a ``StoreError``."""
-        ...
+        self.message_log.replace_messages(session_id, messages)
 
     def delete_messages(self, session_id: str, start: int, end: int | None = None) -> int:
-        """Delete messages with ``start <= seq < end``; returns how many. Sequence numbers
-        of the others do not change (later appends continue after the highest ever)."""
-        ...
+        return self.message_log.delete_messages(session_id, start, end)
 
-    # -- small JSON parts: history state and task snapshot ----------------------------------
-
-    def history_state(self, session_id: str) -> dict[str, Any] | None:
-        """The history state (summary, collapsed groups, clear point, shape) or None."""
-        ...
-
-    def update_history_state(self, session_id: str, change: JsonChange) -> dict[str, Any] | None:
-        """Replace the history state by ``change(current)`` atomically; returns the result."""
-        ...
-
-    def snapshot(self, session_id: str) -> dict[str, Any] | None:
-        """The task snapshot as JSON, or None."""
-        ...
-
-    def update_snapshot(self, session_id: str, change: JsonChange) -> dict[str, Any] | None:
-        """Replace the task snapshot by ``change(current)`` atomically; returns the result."""
-        ...
-
-    # -- recorded calls and usage events ----------------------------------------------------
+    # -- recorded calls and usage events (CallLog) -------------------------------------------
 
     def append_call(self, session_id: str, call: Mapping[str, Any]) -> int:
-        """Record one proxied call (JSON); returns its sequence number in the session."""
-        ...
+        return self.call_log.append_call(session_id, call)
 
     def calls(self, session_id: str) -> list[dict[str, Any]]:
-        """Recorded calls in order, each with its ``seq``."""
-        ...
+        return self.call_log.calls(session_id)
 
     def append_usage_event(self, session_id: str | None, event: Mapping[str, Any]) -> int:
-        """Record one usage event (JSON); returns its store-wide sequence number."""
-        ...
+        return self.call_log.append_usage_event(session_id, event)
 
     def record_call(
         self,
@@ -341,61 +290,43 @@ class SessionStore(Protocol):
         usage: Mapping[str, Any] | None = None,
         history: JsonChange | None = None,
     ) -> RecordedCall:
-        """Record one proxied call in one transaction, all or nothing: ``call`` as a call
-        record, ``messages`` appended to the history (as :meth:`append_messages`, which
-        raises ``DuplicateRecord`` the same way), ``usage`` as a usage event of the session,
-        and ``history`` applied to the history state (as :meth:`update_history_state`); each
-        part is optional."""
-        ...
+        """Record one proxied call in one transaction, all or nothing; each part is
+        optional (see :meth:`~contextcore.store_roles.CallLog.record_call`)."""
+        record = CallToRecord(call, messages, usage, history)
+        return self.call_log.record_call(session_id, record)
 
     def usage_events(self, session_id: str | None = None) -> list[dict[str, Any]]:
-        """Usage events in order (one session's, or all), each a copy of the event with
-        ``seq`` (store-wide order) and ``session_id`` added."""
-        ...
+        return self.call_log.usage_events(session_id)
 
     def delete_usage_events(self, session_id: str | None = None) -> int:
-        """Delete one session's usage events (None: every event, of every session and of
-        none); returns how many were deleted. Durable when it returns, like a write; the
-        other events keep their ``seq`` and later events still get higher ones."""
-        ...
+        return self.call_log.delete_usage_events(session_id)
 
-    # -- shared embedding cache -------------------------------------------------------------
+    # -- shared embedding cache (EmbeddingRecords) ------------------------------------------
 
     def get_embeddings(self, model: str, hashes: Iterable[str]) -> dict[str, bytes]:
-        """Cached vectors (float32 bytes) by text hash, for the hashes found."""
-        ...
+        return self.embeddings.get_embeddings(model, hashes)
 
     def put_embeddings(self, model: str, vectors: Mapping[str, bytes]) -> None:
-        """Cache vectors (float32 bytes) by text hash; an existing key keeps its value."""
-        ...
+        self.embeddings.put_embeddings(model, vectors)
 
-    # -- damaged records --------------------------------------------------------------------
+    # -- damaged records (DamageRecords) ----------------------------------------------------
 
     def skipped_records(self, session_id: str) -> tuple[DamagedRecord, ...]:
-        """The session's damaged records this store's readers have skipped (since it opened,
-        until they are removed); costs nothing, reads nothing."""
-        ...
+        return self.damage.skipped_records(session_id)
 
     def damaged_records(self, session_id: str | None = None) -> list[DamagedRecord]:
-        """Every stored turn, message and call of the session (None: of every session) that
-        no longer reads; reads them all, for ``check`` and ``repair``."""
-        ...
+        return self.damage.damaged_records(session_id)
 
     def remove_damaged(self, records: Sequence[DamagedRecord]) -> int:
-        """Delete these damaged records (the others keep their sequence numbers; a message's
-        removal moves the session's counters); returns how many were there."""
-        ...
+        return self.damage.remove_damaged(records)
 
-    # -- health ---------------------------------------------------------------------------
+    # -- health (StoreHealth) ---------------------------------------------------------------
 
     def check_writable(self) -> None:
-        """``StoreUnavailable`` (naming the path or server and what to do) if the store
-        cannot take writes right now; for ``check`` and before serving."""
-        ...
+        self.health.check_writable()
 
     def close(self) -> None:
-        """Release connections; the store cannot be used afterwards."""
-        ...
+        self.health.close()
 
 
 def load_session(store: SessionStore, session_id: str) -> Session | None:

@@ -26,6 +26,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from contextcore.items import ItemRef, parse_item_type
 from contextcore.sessions import RequestContext, RequestItem, SessionItem
 from contextcore.store import (
+    CallToRecord,
     DamagedRecord,
     DamageLog,
     DuplicateRecord,
@@ -33,6 +34,7 @@ from contextcore.store import (
     MessageRecord,
     RecordedCall,
     SessionHeader,
+    SessionStore,
     StoreError,
     StoreUnavailable,
     unknown_session,
@@ -57,9 +59,28 @@ def _one_line(message: str) -> str:
     return " ".join(message.split())
 
 
-class PostgresSessionStore(JsonParts):
-    """A :class:`~contextcore.store.SessionStore` in a PostgreSQL database (safe across threads
-    and processes)."""
+class PostgresSessionStore(SessionStore):
+    """A session store in a PostgreSQL database (safe across threads and processes)."""
+
+    def __init__(self, url: str, *, max_connections: int = 16, timeout: float = 10.0) -> None:
+        self._records = records = _PostgresRecords(
+            url, max_connections=max_connections, timeout=timeout
+        )
+        super().__init__(
+            sessions=records,
+            parts=records,
+            turns=records,
+            messages=records,
+            calls=records,
+            embeddings=records,
+            damage=records,
+            health=records,
+        )
+        self.where = records.where
+
+
+class _PostgresRecords(JsonParts):
+    """Every role's records of one PostgreSQL database, on a pool of connections."""
 
     def __init__(self, url: str, *, max_connections: int = 16, timeout: float = 10.0) -> None:
         self._url = url
@@ -473,14 +494,8 @@ class PostgresSessionStore(JsonParts):
                     raise unknown_session(session_id)
             return _insert_usage(cur, session_id, event)
 
-    def record_call(
-        self,
-        session_id: str,
-        call: Mapping[str, Any] | None,
-        messages: Sequence[MessageRecord] = (),
-        usage: Mapping[str, Any] | None = None,
-        history: JsonChange | None = None,
-    ) -> RecordedCall:
+    def record_call(self, session_id: str, record: CallToRecord) -> RecordedCall:
+        call, messages, usage, history = record.call, record.messages, record.usage, record.history
         with self._tx() as cur:  # one transaction: a failure anywhere stores nothing
             # The session's row first, then the usage counter: the order every write keeps.
             self._lock(cur, session_id)

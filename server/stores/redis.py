@@ -43,6 +43,7 @@ import redis
 from contextcore.items import ItemRef, parse_item_type
 from contextcore.sessions import RequestContext, RequestItem, SessionItem
 from contextcore.store import (
+    CallToRecord,
     DamagedRecord,
     DamageLog,
     DuplicateRecord,
@@ -50,6 +51,7 @@ from contextcore.store import (
     MessageRecord,
     RecordedCall,
     SessionHeader,
+    SessionStore,
     StoreError,
     StoreUnavailable,
     unknown_session,
@@ -94,9 +96,26 @@ class _Keys:
         self.parts, self.calls, self.usage = base + "parts", base + "calls", base + "usage"
 
 
-class RedisSessionStore(JsonParts):
-    """A :class:`~contextcore.store.SessionStore` in a Redis server (safe across threads and
-    processes)."""
+class RedisSessionStore(SessionStore):
+    """A session store in a Redis server (safe across threads and processes)."""
+
+    def __init__(self, url: str, *, timeout: float = 10.0) -> None:
+        self._records = records = _RedisRecords(url, timeout=timeout)
+        super().__init__(
+            sessions=records,
+            parts=records,
+            turns=records,
+            messages=records,
+            calls=records,
+            embeddings=records,
+            damage=records,
+            health=records,
+        )
+        self.where = records.where
+
+
+class _RedisRecords(JsonParts):
+    """Every role's records of one Redis server, on one client."""
 
     def __init__(self, url: str, *, timeout: float = 10.0) -> None:
         self._url = url
@@ -477,14 +496,8 @@ class RedisSessionStore(JsonParts):
             raise unknown_session(session_id or "")
         return int(seq)
 
-    def record_call(
-        self,
-        session_id: str,
-        call: Mapping[str, Any] | None,
-        messages: Sequence[MessageRecord] = (),
-        usage: Mapping[str, Any] | None = None,
-        history: JsonChange | None = None,
-    ) -> RecordedCall:
+    def record_call(self, session_id: str, record: CallToRecord) -> RecordedCall:
+        call, messages, usage, history = record.call, record.messages, record.usage, record.history
         no_repeats([m.id for m in messages], "message id")
         no_repeats([c for m in messages for c in m.call_ids], "tool call id")
         k = _Keys(session_id)

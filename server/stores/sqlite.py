@@ -31,6 +31,7 @@ from typing import Any
 from contextcore.items import ItemRef, parse_item_type
 from contextcore.sessions import RequestContext, RequestItem, SessionItem
 from contextcore.store import (
+    CallToRecord,
     DamagedRecord,
     DamageLog,
     DuplicateRecord,
@@ -38,6 +39,7 @@ from contextcore.store import (
     MessageRecord,
     RecordedCall,
     SessionHeader,
+    SessionStore,
     StoreError,
     StoreUnavailable,
     unknown_session,
@@ -66,8 +68,31 @@ def _refs(text: str) -> tuple[ItemRef, ...]:
     return tuple(_ref(r["type"], r["name"], r.get("server") or "") for r in json.loads(text))
 
 
-class SqliteSessionStore(JsonParts):
+class SqliteSessionStore(SessionStore):
     """Sessions in a SQLite file, one table per part; every write commits before it returns."""
+
+    def __init__(self, path: Path) -> None:
+        self._records = records = _SqliteRecords(path)
+        super().__init__(
+            sessions=records,
+            parts=records,
+            turns=records,
+            messages=records,
+            calls=records,
+            embeddings=records,
+            damage=records,
+            health=records,
+        )
+        self.path = path
+        self._db = records._db
+
+    def describe(self) -> str:
+        """Where the store keeps its data, for messages and ``check``."""
+        return self._records.describe()
+
+
+class _SqliteRecords(JsonParts):
+    """Every role's records of one SQLite file, on one connection guarded by a lock."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -439,14 +464,8 @@ class SqliteSessionStore(JsonParts):
                 _require(db, session_id)
             return _insert_usage(db, session_id, event)
 
-    def record_call(
-        self,
-        session_id: str,
-        call: Mapping[str, Any] | None,
-        messages: Sequence[MessageRecord] = (),
-        usage: Mapping[str, Any] | None = None,
-        history: JsonChange | None = None,
-    ) -> RecordedCall:
+    def record_call(self, session_id: str, record: CallToRecord) -> RecordedCall:
+        call, messages, usage, history = record.call, record.messages, record.usage, record.history
         with self._write() as db:  # one transaction: a failure anywhere stores nothing
             _require(db, session_id)
             if history is not None:
