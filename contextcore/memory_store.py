@@ -15,6 +15,7 @@ from typing import Any
 from .items import ItemRef
 from .sessions import RequestContext, RequestItem, SessionItem
 from .store import (
+    ROLES,
     CallToRecord,
     DamagedRecord,
     DuplicateRecord,
@@ -51,16 +52,7 @@ class MemorySessionStore(SessionStore):
 
     def __init__(self) -> None:
         records = _MemoryRecords()
-        super().__init__(
-            sessions=records,
-            parts=records,
-            turns=records,
-            messages=records,
-            calls=records,
-            embeddings=records,
-            damage=records,
-            health=records,
-        )
+        super().__init__(*[records] * ROLES)  # one object plays every role
 
 
 class _MemoryRecords:

@@ -76,6 +76,7 @@ from .store_roles import (
 )
 
 __all__ = [
+    "ROLES",
     "CallToRecord",
     "DamageLog",
     "DamagedRecord",
@@ -94,6 +95,9 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+ROLES = 8
+"""How many role objects make a :class:`SessionStore` (the order of its constructor)."""
 
 
 class StoreError(ContextCoreError):
@@ -162,7 +166,6 @@ class SessionStore:
 
     def __init__(
         self,
-        *,
         sessions: SessionRecords,
         parts: SessionParts,
         turns: TurnLog,

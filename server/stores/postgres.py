@@ -26,6 +26,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from contextcore.items import ItemRef, parse_item_type
 from contextcore.sessions import RequestContext, RequestItem, SessionItem
 from contextcore.store import (
+    ROLES,
     CallToRecord,
     DamagedRecord,
     DamageLog,
@@ -66,16 +67,7 @@ class PostgresSessionStore(SessionStore):
         self._records = records = _PostgresRecords(
             url, max_connections=max_connections, timeout=timeout
         )
-        super().__init__(
-            sessions=records,
-            parts=records,
-            turns=records,
-            messages=records,
-            calls=records,
-            embeddings=records,
-            damage=records,
-            health=records,
-        )
+        super().__init__(*[records] * ROLES)  # one object plays every role
         self.where = records.where
 
 

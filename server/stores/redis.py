@@ -43,6 +43,7 @@ import redis
 from contextcore.items import ItemRef, parse_item_type
 from contextcore.sessions import RequestContext, RequestItem, SessionItem
 from contextcore.store import (
+    ROLES,
     CallToRecord,
     DamagedRecord,
     DamageLog,
@@ -101,16 +102,7 @@ class RedisSessionStore(SessionStore):
 
     def __init__(self, url: str, *, timeout: float = 10.0) -> None:
         self._records = records = _RedisRecords(url, timeout=timeout)
-        super().__init__(
-            sessions=records,
-            parts=records,
-            turns=records,
-            messages=records,
-            calls=records,
-            embeddings=records,
-            damage=records,
-            health=records,
-        )
+        super().__init__(*[records] * ROLES)  # one object plays every role
         self.where = records.where
 
 

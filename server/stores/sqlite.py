@@ -31,6 +31,7 @@ from typing import Any
 from contextcore.items import ItemRef, parse_item_type
 from contextcore.sessions import RequestContext, RequestItem, SessionItem
 from contextcore.store import (
+    ROLES,
     CallToRecord,
     DamagedRecord,
     DamageLog,
@@ -73,16 +74,7 @@ class SqliteSessionStore(SessionStore):
 
     def __init__(self, path: Path) -> None:
         self._records = records = _SqliteRecords(path)
-        super().__init__(
-            sessions=records,
-            parts=records,
-            turns=records,
-            messages=records,
-            calls=records,
-            embeddings=records,
-            damage=records,
-            health=records,
-        )
+        super().__init__(*[records] * ROLES)  # one object plays every role
         self.path = path
         self._db = records._db
 
