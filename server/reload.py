@@ -110,7 +110,9 @@ class ConfigReloader:
         config = load_config(self.path)
         items = load_items(config)
         Catalog(items)  # rejects duplicate names as at startup
-        servers = resolve_servers(config) if self.gateway is not None else {}
+        gateway = self.gateway
+        reserved = gateway.settings.reserved if gateway is not None else frozenset()
+        servers = resolve_servers(config, reserved=reserved) if gateway is not None else {}
         return _Plan(config, {item.ref: item for item in items}, servers)
 
     def apply(self, plan: _Plan) -> ReloadReport:

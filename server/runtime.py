@@ -28,15 +28,16 @@ from contextcore.services.history import HistoryService
 
 from .gateway import ExposedChangeFn, Gateway, GatewaySettings, ToolGate, resolve_servers
 from .gateway.oauth.store import open_tokens
-from .host.gateway_tools import GatewayTools, HostNotifier
+from .host.gateway_tools import RESERVED_NAMES, GatewayTools, HostNotifier
 from .host.mcp_server import build_server
-from .observability import Observer, build_tracer_provider, http_routes
+from .observability import Observer, build_tracer_provider
 from .parts import AppParts, build_parts
 from .reload import ConfigReloader
 from .settings import AppConfig, DownstreamConfig
 from .stores import build_store
 from .summarizers import SummarizerFactory
 from .transport.passthrough import DirectCalls
+from .transport.routes import http_routes
 from .version import broker_version
 from .wire.sdk_compat import fast_path_enabled
 
@@ -84,7 +85,7 @@ def build_runtime(config: AppConfig, config_path: Path) -> Runtime:
     reloader reads again on SIGHUP or edits). Nothing is started: no connection, no thread."""
     observer = Observer(build_tracer_provider(config.telemetry))
     parts = build_parts(config, store=build_store(config), trace=observer.traced)
-    servers = resolve_servers(config)
+    servers = resolve_servers(config, reserved=RESERVED_NAMES)
     problem = unknown_servers(config.profiles, servers)
     if problem is not None:  # servers of an mcp_servers_file are known only now
         raise ConfigError(f"{config_path}: {problem}", field="profiles")
@@ -180,6 +181,7 @@ def new_gateway(
     an OAuth sign-in may wait for a person at a browser."""
     g = config.gateway
     settings = GatewaySettings(
+        reserved=RESERVED_NAMES,
         backoff_base=g.backoff_base,
         backoff_max=g.backoff_max,
         debounce=g.debounce,
@@ -189,7 +191,7 @@ def new_gateway(
         max_subscriptions_per_host=g.max_subscriptions_per_host,
     )
     gateway = Gateway(
-        resolve_servers(config) if servers is None else servers,
+        resolve_servers(config, reserved=RESERVED_NAMES) if servers is None else servers,
         catalog,
         settings=settings,
         gate=ToolGate.from_config(config),  # the pin file and limits every tool list passes

@@ -1,5 +1,6 @@
 """The house rules the code keeps, checked on every run: rooms in server/ (at most 12 modules
-at its top), no function over 60 lines, no import circle between modules of the product."""
+at its top), no function over 60 lines, no import circle between modules of the product, and
+server/'s layers that only look down (:data:`SERVER_LAYERS`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,28 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("contextcore", "tools", "server")
 MAX_TOP_MODULES = 12
 MAX_FUNCTION_LINES = 60
+SERVER_LAYERS = (
+    # the ground: what every layer above may use
+    (
+        "settings",
+        "version",
+        "terminal",
+        "redaction",
+        "summarizers",
+        "wire",
+        "stores",
+        "embedding",
+        "ui",
+    ),
+    ("gateway", "parts"),  # downstream servers; the domain's parts built from the settings
+    ("observability", "reload"),  # metrics and traces; config hot reload
+    ("host",),  # what serves hosts: the MCP server, the broker's and the gateway's tools
+    ("transport",),  # stdio (with the pass-through), Streamable HTTP, SSE, the HTTP routes
+    ("runtime",),  # the one composition root
+    ("app",),  # serve
+    ("cli",),  # the command line
+)
+"""server/'s rooms from the ground up: a module imports from its own layer or those below."""
 
 
 def _modules() -> dict[str, Path]:
@@ -26,13 +49,15 @@ def _modules() -> dict[str, Path]:
     return out
 
 
-def _imported(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+def _imported(
+    name: str, path: Path, modules: dict[str, Path], *, deferred: bool = False
+) -> set[str]:
     """The product's modules ``name`` imports at module level (not inside functions, which
-    is how a module defers an import on purpose)."""
+    is how a module defers an import on purpose); with ``deferred``, those too."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
-    for node in tree.body:
+    for node in ast.walk(tree) if deferred else tree.body:
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name in modules}
         elif isinstance(node, ast.ImportFrom):
@@ -105,3 +130,43 @@ def test_no_import_circle_between_modules() -> None:
 
 def test_the_circle_check_finds_a_circle() -> None:
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def _layer(module: str) -> int | None:
+    """The index in :data:`SERVER_LAYERS` of a module of server/ (None: not of server/)."""
+    prefix = "context_broker.server."
+    if not module.startswith(prefix):
+        return None
+    room = module.removeprefix(prefix).split(".")[0]
+    found = [i for i, rooms in enumerate(SERVER_LAYERS) if room in rooms]
+    assert found, f"server/{room} is in no layer of SERVER_LAYERS: name its layer"
+    return found[0]
+
+
+def _upward(graph: dict[str, set[str]]) -> list[str]:
+    out = []
+    for module, targets in sorted(graph.items()):
+        here = _layer(module)
+        for target in sorted(targets):
+            there = _layer(target)
+            if here is not None and there is not None and there > here:
+                out.append(f"{module} -> {target}")
+    return out
+
+
+def test_server_layers_only_look_down() -> None:
+    """No import, at module level or deferred inside a function, runs from a layer of server/
+    to one above it."""
+    modules = _modules()
+    graph = {n: _imported(n, p, modules, deferred=True) for n, p in modules.items()}
+    assert not _upward(graph), "imports that run up: " + ", ".join(_upward(graph))
+
+
+def test_the_layer_check_finds_an_import_that_runs_up() -> None:
+    graph = {
+        "context_broker.server.gateway.gateway": {"context_broker.server.host.mcp_server"},
+        "context_broker.server.host.mcp_server": {"context_broker.server.gateway.gateway"},
+    }
+    assert _upward(graph) == [
+        "context_broker.server.gateway.gateway -> context_broker.server.host.mcp_server"
+    ]

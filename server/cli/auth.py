@@ -30,6 +30,7 @@ from ..gateway.oauth.client import LOGIN_TIMEOUT, build_auth, paused
 from ..gateway.oauth.store import TokenStore, open_tokens
 from ..gateway.servers_file import resolve_servers
 from ..gateway.trust.secrets import Redactor, expand_server
+from ..host.gateway_tools import RESERVED_NAMES
 
 __all__ = ["add_parser", "cmd_auth"]
 
@@ -54,7 +55,11 @@ def add_parser(sub: Any, common: argparse.ArgumentParser, add_config: Any) -> No
 def cmd_auth(args: argparse.Namespace) -> int:
     """Run ``auth login``, ``auth status`` or ``auth logout``."""
     config = load_config(args.config)
-    servers = {n: c for n, c in resolve_servers(config).items() if c.oauth is not None}
+    servers = {
+        n: c
+        for n, c in resolve_servers(config, reserved=RESERVED_NAMES).items()
+        if c.oauth is not None
+    }
     tokens = open_tokens(config)
     if args.auth_command == "status":
         rows = [_status_row(n, c, tokens) for n, c in sorted(servers.items())]

@@ -14,6 +14,7 @@ from contextcore.errors import ContextCoreError
 from ..gateway import GatewayError
 from ..gateway.servers_file import survey_servers
 from ..gateway.trust.gate import approve_hint
+from ..host.gateway_tools import RESERVED_NAMES
 from ..summarizers import require_sdk
 from ..terminal import escape, escape_lines
 
@@ -67,7 +68,7 @@ def check_report(config_path: Path) -> dict[str, Any]:
     from .live import gather_downstream
 
     try:
-        survey = survey_servers(config)
+        survey = survey_servers(config, reserved=RESERVED_NAMES)
         servers = gather_downstream(parts)
     except GatewayError as exc:
         return {"ok": False, "config": str(config_path), "error": str(exc)}

@@ -32,7 +32,7 @@ from .errors import GatewayError
 from .links.connection import Connection
 from .links.supervisor import Supervisor
 from .models import ExposedTool, GatewaySettings, ServerStatus
-from .naming.names import ExposedNames, broker_tool_names
+from .naming.names import ExposedNames
 from .server_state import ServerChanges, ServerState, ServerTable, diff_servers
 from .servers_file import resolve_servers
 from .trust.gate import ToolGate, log_report
@@ -73,7 +73,7 @@ class Gateway:
         self.on_exposed_change = on_exposed_change
         self._environ = os.environ if environ is None else environ
         self._servers = ServerTable(servers, self.redactor)
-        self._names = ExposedNames()
+        self._names = ExposedNames(self.settings.reserved)
         # What hosts see of the gateway: whether it has servers (the fixed tools are listed
         # only then), and each directly exposed tool; a change is announced to them.
         self._exposed_fingerprint: tuple[Any, ...] = (self.has_servers(),)
@@ -86,7 +86,8 @@ class Gateway:
         """A gateway for every server of ``config`` (``[servers.*]`` plus the servers file),
         its tools vetted against the config's pin file and limits."""
         kwargs.setdefault("gate", ToolGate.from_config(config))
-        return cls(resolve_servers(config), catalog, **kwargs)
+        reserved = (kwargs.get("settings") or GatewaySettings()).reserved
+        return cls(resolve_servers(config, reserved=reserved), catalog, **kwargs)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -216,7 +217,7 @@ class Gateway:
         names (its prefix begins it); else None. The call then passes the server's trust
         rules for tools it never listed (see :meth:`ServerState.refuse_unlisted`)."""
         own = [s for s in self._servers if s.config.prefix == ""]
-        if len(own) != 1 or name in broker_tool_names() or self._names.claimed(name):
+        if len(own) != 1 or name in self.settings.reserved or self._names.claimed(name):
             return None
         state = own[0]
         known = any(t.name == name for t in state.tools) or name in state.held

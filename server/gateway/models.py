@@ -40,6 +40,8 @@ class GatewaySettings:
     sign_in: bool = True
     # Downstream resources one host connection may be subscribed to at once.
     max_subscriptions_per_host: int = 1024
+    # The broker's own tool names: no downstream tool is exposed as one (given by the host side).
+    reserved: frozenset[str] = frozenset()
 
     def backoff(self, attempt: int) -> float:
         """Delay before reconnect attempt ``attempt`` (0-based)."""

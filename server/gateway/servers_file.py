@@ -298,7 +298,10 @@ class ServerSurvey:
 
 
 def resolve_servers(
-    config: AppConfig, environ: Mapping[str, str] | None = None
+    config: AppConfig,
+    environ: Mapping[str, str] | None = None,
+    *,
+    reserved: frozenset[str] = frozenset(),
 ) -> dict[str, DownstreamConfig]:
     """Every downstream server of a config: the servers file first, then the ``[servers.*]``
     tables (one with ``command`` or ``url`` replaces the entry of its name, one without adds
@@ -309,16 +312,22 @@ def resolve_servers(
     Entries that would start a broker where that is not allowed come back disabled, each with
     a warning (see the module docstring), as do keys of an entry the broker does not read;
     ``environ`` (default ``os.environ``) holds the marker. Servers whose prefixes would expose
-    the same names are refused (``PrefixClashError``); a table without ``command`` or ``url``
+    the same names, or whose prefix begins one of the ``reserved`` names (the broker's own
+    tools), are refused (``PrefixClashError``); a table without ``command`` or ``url``
     that names no imported server is refused (``ServersFileError``).
     """
-    survey = survey_servers(config, environ)
+    survey = survey_servers(config, environ, reserved=reserved)
     for warning in survey.warnings:
         log.warning("%s", warning)
     return survey.servers
 
 
-def survey_servers(config: AppConfig, environ: Mapping[str, str] | None = None) -> ServerSurvey:
+def survey_servers(
+    config: AppConfig,
+    environ: Mapping[str, str] | None = None,
+    *,
+    reserved: frozenset[str] = frozenset(),
+) -> ServerSurvey:
     """:func:`resolve_servers` with each server's origin and the warnings, logging nothing."""
     warnings: list[str] = []
     source = str(config.mcp_servers_file) if config.mcp_servers_file is not None else None
@@ -347,7 +356,7 @@ def survey_servers(config: AppConfig, environ: Mapping[str, str] | None = None) 
                 "a [servers.NAME] table if you really mean to"
             )
             merged[name] = _disable(name, cfg, why, warnings)
-    problem = prefix_problem({name: cfg.prefix for name, cfg in merged.items()})
+    problem = prefix_problem({name: cfg.prefix for name, cfg in merged.items()}, reserved)
     if problem is not None:
         raise PrefixClashError(f"downstream servers: {problem}")
     depth = broker_depth(os.environ if environ is None else environ)

@@ -13,6 +13,7 @@ from weakref import WeakKeyDictionary
 
 import anyio
 import anyio.to_thread
+from context_broker.tools.all_tools import BROKER_TOOLS
 from context_broker.tools.gateway import (
     CALL_TOOL_DESCRIPTION,
     LIST_SERVERS_DESCRIPTION,
@@ -46,10 +47,11 @@ from ..gateway.relay.host import Host, calling_for
 from ..gateway.trust.arguments import schema_problem
 from ..gateway.trust.call_policy import call_refusal
 from ..observability import Observer
+from ..ui.view import APP_TOOL
 from ..wire.sdk_compat import connection_key, connection_of
 from .tool_calls import capped_downstream, describe_validation_error, error_result
 
-__all__ = ["GatewayDirectory", "GatewayTools", "HostNotifier"]
+__all__ = ["RESERVED_NAMES", "GatewayDirectory", "GatewayTools", "HostNotifier"]
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +60,11 @@ Asked = types.InputRequiredResult
 CALL_TOOL = "call_tool"
 _MAX_LISTENERS = 256
 LIST_SERVERS = "list_servers"
+RESERVED_NAMES = frozenset(
+    {*(spec.name for spec in BROKER_TOOLS), APP_TOOL.name, CALL_TOOL, LIST_SERVERS}
+)
+"""Every name the broker lists for its own tools: the gateway exposes no downstream tool as
+one, and no server's prefix may begin one (given to it as ``GatewaySettings.reserved``)."""
 
 
 def _tool(name: str, description: str, args: type[Any], result: type[Any] | None) -> types.Tool:

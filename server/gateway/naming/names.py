@@ -29,11 +29,9 @@ import logging
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cache
 from urllib.parse import quote, unquote, urlsplit
 
 __all__ = [
-    "GATEWAY_TOOLS",
     "MAX_NAME",
     "RESOURCE_SCHEME",
     "SEPARATOR",
@@ -41,7 +39,6 @@ __all__ = [
     "ExposedNames",
     "Naming",
     "assign_names",
-    "broker_tool_names",
     "name_all",
     "prefix_for",
     "prefix_owner",
@@ -57,7 +54,6 @@ MAX_NAME = 64
 SEPARATOR = "__"
 RESOURCE_SCHEME = "downstream"
 UI_SCHEME = "ui"
-GATEWAY_TOOLS = ("call_tool", "list_servers")
 """The gateway's own tools, listed beside the broker's."""
 _BAD = re.compile(r"[^A-Za-z0-9_-]")
 _HASH_CHARS = 6
@@ -76,18 +72,9 @@ def prefix_for(server: str, prefix: str | None) -> str:
     return f"{sanitize(server)}{SEPARATOR}" if prefix is None else prefix
 
 
-@cache
-def broker_tool_names() -> frozenset[str]:
-    """Every name the broker lists for its own tools; no downstream tool is exposed as one."""
-    # Imported when first asked: the view belongs to the host-facing side, which imports the
-    # gateway, so the gateway must not import it while it loads.
-    from context_broker.server.ui.view import APP_TOOL
-    from context_broker.tools.all_tools import BROKER_TOOLS
-
-    return frozenset({*(spec.name for spec in BROKER_TOOLS), APP_TOOL.name, *GATEWAY_TOOLS})
-
-
-def prefix_problem(prefixes: Mapping[str, str | None]) -> str | None:
+def prefix_problem(
+    prefixes: Mapping[str, str | None], reserved: frozenset[str] = frozenset()
+) -> str | None:
     """Why these servers' prefixes (by server name) cannot all be used, or None: two servers
     with the same non-empty prefix would expose the same names, and a prefix that begins one
     of the broker's tool names could expose a downstream tool under it. Servers with
@@ -104,7 +91,7 @@ def prefix_problem(prefixes: Mapping[str, str | None]) -> str | None:
                 "them another prefix"
             )
         seen[prefix] = server
-        taken = sorted(n for n in broker_tool_names() if n.startswith(prefix))
+        taken = sorted(n for n in reserved if n.startswith(prefix))
         if taken:
             return (
                 f"server {server!r}: prefix {prefix!r} begins the broker's own tool names "
@@ -219,9 +206,11 @@ class ExposedNames:
     """The gateway's tool names both ways: ``(server, tool)`` ↔ exposed name. Names of a
     removed server's tools still resolve (to that server) until it is added again, so a
     host that calls one is told the server is gone instead of "unknown tool". A tool's own
-    (bare) name resolves too, when one server alone has a tool of that name."""
+    (bare) name resolves too, when one server alone has a tool of that name. ``reserved``:
+    the broker's own tool names, never given to a downstream tool."""
 
-    def __init__(self) -> None:
+    def __init__(self, reserved: frozenset[str] = frozenset()) -> None:
+        self._reserved = reserved
         self._names: dict[Key, str] = {}
         self._by_exposed: dict[str, Key] = {}
         self._gone: dict[str, Key] = {}
@@ -235,7 +224,7 @@ class ExposedNames:
         """Name every ``(server, original name)`` of the servers there are now; a name two
         servers would both expose goes to the first (each new clash is logged)."""
         keys = sorted(set(pairs))
-        naming = name_all(keys, prefixes, broker_tool_names())
+        naming = name_all(keys, prefixes, self._reserved)
         for key, why in naming.clashes.items():
             if self._clashes.get(key) != why:
                 log.warning("%s", why)
@@ -261,7 +250,7 @@ class ExposedNames:
         """``(server, original name)`` of an exposed name, or of a tool's own name that one
         server alone has; else None."""
         found = self._by_exposed.get(exposed)
-        if found is not None or exposed in broker_tool_names():
+        if found is not None or exposed in self._reserved:
             return found  # the broker's own tools answer to their names
         owners = self._bare.get(exposed, [])
         return owners[0] if len(owners) == 1 else None
