@@ -48,8 +48,9 @@ from ..gateway.trust.arguments import schema_problem
 from ..gateway.trust.call_policy import call_refusal
 from ..observability import Observer
 from ..ui.view import APP_TOOL
+from ..wire.results import capped_downstream, error_result
 from ..wire.sdk_compat import connection_key, connection_of
-from .tool_calls import capped_downstream, describe_validation_error, error_result
+from .tool_calls import describe_validation_error
 
 __all__ = ["RESERVED_NAMES", "GatewayDirectory", "GatewayTools", "HostNotifier"]
 
