@@ -275,16 +275,19 @@ class _MemoryRecords:
         return seq
 
     def record_call(self, session_id: str, record: CallToRecord) -> RecordedCall:
-        call, messages, usage, history = record.call, record.messages, record.usage, record.history
         with self._lock:
             rec = self._get(session_id)
             # Everything that can fail runs before anything changes.
-            _check_unused(rec, messages)
-            rec.history = history(rec.history) if history is not None else rec.history
-            return RecordedCall(
-                _append_call(rec, call) if call is not None else None,
-                _append(rec, messages),
-                self._append_usage(session_id, usage) if usage is not None else None,
+            _check_unused(rec, record.messages)
+
+            def change_history(change: JsonChange) -> None:
+                rec.history = change(rec.history)
+
+            return record.write(
+                change_history,
+                lambda call: _append_call(rec, call),
+                lambda messages: _append(rec, messages),
+                lambda event: self._append_usage(session_id, event),
             )
 
     def usage_events(self, session_id: str | None = None) -> list[dict[str, Any]]:

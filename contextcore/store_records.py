@@ -90,3 +90,21 @@ class CallToRecord:
     messages: Sequence[MessageRecord] = ()
     usage: Mapping[str, Any] | None = None
     history: JsonChange | None = None
+
+    def write(
+        self,
+        history: Callable[[JsonChange], object],
+        call: Callable[[Mapping[str, Any]], int],
+        messages: Callable[[Sequence[MessageRecord]], tuple[int, ...]],
+        usage: Callable[[Mapping[str, Any]], int],
+    ) -> RecordedCall:
+        """Write each part given with a backend's writer for it, inside the backend's open
+        transaction: the history state's change first, then the call record, the messages
+        and the usage event; their sequence numbers."""
+        if self.history is not None:
+            history(self.history)
+        return RecordedCall(
+            None if self.call is None else call(self.call),
+            messages(self.messages) if self.messages else (),
+            None if self.usage is None else usage(self.usage),
+        )

@@ -13,18 +13,11 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from contextcore.items import ItemRef
-from contextcore.store import DuplicateRecord, JsonChange, RecordKind
+from contextcore.store import DuplicateRecord, JsonChange
 
-__all__ = ["RECORD_TABLES", "JsonParts", "PartKind", "dumps", "no_repeats", "ref_key"]
+__all__ = ["JsonParts", "PartKind", "dumps", "no_repeats", "ref_key"]
 
 PartKind = Literal["history", "snapshot"]
-
-RECORD_TABLES: tuple[tuple[RecordKind, str, str], ...] = (
-    ("turn", "turns", "data"),
-    ("message", "messages", "raw"),
-    ("call", "calls", "data"),
-)
-"""The SQL stores' tables of records that can be damaged: kind, table, JSON column."""
 
 
 def dumps(value: Any) -> str:

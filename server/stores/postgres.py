@@ -18,6 +18,7 @@ import json
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 import psycopg
@@ -42,8 +43,9 @@ from contextcore.store import (
 )
 
 from ._postgres_schema import SCHEMA_VERSION, migrate
-from ._records import call_of, damaged_in, decoded, message_of, readable, turn_of
-from ._shared import RECORD_TABLES, JsonParts, PartKind, dumps, no_repeats, ref_key
+from ._records import call_of, decoded, message_of, readable, turn_of
+from ._shared import JsonParts, PartKind, dumps, no_repeats, ref_key
+from ._sql import Run, damaged_rows, delete_usage_rows, remove_damaged_rows, usage_rows
 from ._urls import describe_url, scrub
 
 __all__ = ["SCHEMA_VERSION", "PostgresSessionStore"]
@@ -487,38 +489,23 @@ class _PostgresRecords(JsonParts):
             return _insert_usage(cur, session_id, event)
 
     def record_call(self, session_id: str, record: CallToRecord) -> RecordedCall:
-        call, messages, usage, history = record.call, record.messages, record.usage, record.history
         with self._tx() as cur:  # one transaction: a failure anywhere stores nothing
             # The session's row first, then the usage counter: the order every write keeps.
             self._lock(cur, session_id)
-            if history is not None:
-                _change_part(cur, session_id, "history", history)
-            return RecordedCall(
-                self._insert_call(cur, session_id, call) if call is not None else None,
-                self._append_messages(cur, session_id, messages) if messages else (),
-                _insert_usage(cur, session_id, usage) if usage is not None else None,
+            return record.write(
+                partial(_change_part, cur, session_id, "history"),
+                partial(self._insert_call, cur, session_id),
+                partial(self._append_messages, cur, session_id),
+                partial(_insert_usage, cur, session_id),
             )
 
     def usage_events(self, session_id: str | None = None) -> list[dict[str, Any]]:
         with self._tx() as cur:
-            if session_id is None:
-                cur.execute("SELECT seq, session_id, data FROM usage_events ORDER BY seq")
-            else:
-                cur.execute(
-                    "SELECT seq, session_id, data FROM usage_events WHERE session_id = %s "
-                    "ORDER BY seq",
-                    (session_id,),
-                )
-            rows = cur.fetchall()
-        return [{**json.loads(d), "seq": int(s), "session_id": sid} for s, sid, d in rows]
+            return usage_rows(_run(cur), session_id)
 
     def delete_usage_events(self, session_id: str | None = None) -> int:
         with self._tx() as cur:
-            if session_id is None:
-                cur.execute("DELETE FROM usage_events")
-            else:
-                cur.execute("DELETE FROM usage_events WHERE session_id = %s", (session_id,))
-            return int(cur.rowcount)
+            return delete_usage_rows(_run(cur), session_id)
 
     # -- shared embedding cache -------------------------------------------------------------
 
@@ -561,37 +548,27 @@ class _PostgresRecords(JsonParts):
         return self._damage.of(session_id)
 
     def damaged_records(self, session_id: str | None = None) -> list[DamagedRecord]:
-        where, args = ("WHERE session_id = %s", (session_id,)) if session_id else ("", ())
-        found: list[DamagedRecord] = []
         with self._tx() as cur:
-            for kind, table, column in RECORD_TABLES:
-                cur.execute(
-                    f"SELECT session_id, seq, {column} FROM {table} {where} "
-                    "ORDER BY session_id, seq",
-                    args,
-                )
-                found += damaged_in(kind, cur.fetchall())
-        return found
+            return damaged_rows(_run(cur), session_id)
 
     def remove_damaged(self, records: Sequence[DamagedRecord]) -> int:
-        removed = 0
         with self._tx() as cur:
-            for r in records:
-                if r.kind == "message":
-                    removed += _delete_messages(cur, r.session_id, r.seq, r.seq + 1)
-                    continue
-                table = "turns" if r.kind == "turn" else "calls"
-                cur.execute(
-                    f"DELETE FROM {table} WHERE session_id = %s AND seq = %s",
-                    (r.session_id, r.seq),
-                )
-                removed += cur.rowcount
+            removed = remove_damaged_rows(_run(cur), records, partial(_delete_messages, cur))
         self._damage.forget(records)
         return removed
 
     def close(self) -> None:
         """Close every pooled connection."""
         self._pool.close()
+
+
+def _run(cur: psycopg.Cursor[Any]) -> Run:
+    """Run statements written with ``?`` placeholders on ``cur``."""
+
+    def run(sql: str, args: Sequence[Any]) -> psycopg.Cursor[Any]:
+        return cur.execute(sql.replace("?", "%s"), args)
+
+    return run
 
 
 def _delete_messages(cur: psycopg.Cursor[Any], session_id: str, start: int, stop: int) -> int:

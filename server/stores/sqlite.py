@@ -25,6 +25,7 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +47,9 @@ from contextcore.store import (
     unknown_session,
 )
 
-from ._records import call_of, damaged_in, decoded, message_of, readable, turn_of
-from ._shared import RECORD_TABLES, JsonParts, PartKind, dumps
+from ._records import call_of, decoded, message_of, readable, turn_of
+from ._shared import JsonParts, PartKind, dumps
+from ._sql import damaged_rows, delete_usage_rows, remove_damaged_rows, usage_rows
 from ._sqlite_schema import SCHEMA_VERSION, open_checked
 
 __all__ = ["SqliteSessionStore"]
@@ -457,38 +459,22 @@ class _SqliteRecords(JsonParts):
             return _insert_usage(db, session_id, event)
 
     def record_call(self, session_id: str, record: CallToRecord) -> RecordedCall:
-        call, messages, usage, history = record.call, record.messages, record.usage, record.history
         with self._write() as db:  # one transaction: a failure anywhere stores nothing
             _require(db, session_id)
-            if history is not None:
-                _change_part(db, session_id, "history", history)
-            return RecordedCall(
-                _insert_call(db, session_id, call) if call is not None else None,
-                _insert_messages(db, session_id, messages) if messages else (),
-                _insert_usage(db, session_id, usage) if usage is not None else None,
+            return record.write(
+                partial(_change_part, db, session_id, "history"),
+                partial(_insert_call, db, session_id),
+                partial(_insert_messages, db, session_id),
+                partial(_insert_usage, db, session_id),
             )
 
     def usage_events(self, session_id: str | None = None) -> list[dict[str, Any]]:
         with self._read() as db:
-            if session_id is None:
-                rows = db.execute(
-                    "SELECT seq, session_id, data FROM usage_events ORDER BY seq"
-                ).fetchall()
-            else:
-                rows = db.execute(
-                    "SELECT seq, session_id, data FROM usage_events WHERE session_id = ? "
-                    "ORDER BY seq",
-                    (session_id,),
-                ).fetchall()
-        return [{**json.loads(data), "seq": seq, "session_id": sid} for seq, sid, data in rows]
+            return usage_rows(db.execute, session_id)
 
     def delete_usage_events(self, session_id: str | None = None) -> int:
         with self._write() as db:
-            if session_id is None:
-                return db.execute("DELETE FROM usage_events").rowcount
-            return db.execute(
-                "DELETE FROM usage_events WHERE session_id = ?", (session_id,)
-            ).rowcount
+            return delete_usage_rows(db.execute, session_id)
 
     # -- shared embedding cache ---------------------------------------------------------
 
@@ -518,30 +504,12 @@ class _SqliteRecords(JsonParts):
         return self._damage.of(session_id)
 
     def damaged_records(self, session_id: str | None = None) -> list[DamagedRecord]:
-        where, args = ("WHERE session_id = ?", (session_id,)) if session_id else ("", ())
-        found: list[DamagedRecord] = []
         with self._read() as db:
-            for kind, table, column in RECORD_TABLES:
-                rows = db.execute(
-                    f"SELECT session_id, seq, {column} FROM {table} {where} "
-                    "ORDER BY session_id, seq",
-                    args,
-                )
-                found += damaged_in(kind, rows)
-        return found
+            return damaged_rows(db.execute, session_id)
 
     def remove_damaged(self, records: Sequence[DamagedRecord]) -> int:
-        removed = 0
         with self._write() as db:
-            for r in records:
-                if r.kind == "message":
-                    removed += _delete_messages(db, r.session_id, r.seq, r.seq + 1)
-                else:
-                    table = "turns" if r.kind == "turn" else "calls"
-                    removed += db.execute(
-                        f"DELETE FROM {table} WHERE session_id = ? AND seq = ?",
-                        (r.session_id, r.seq),
-                    ).rowcount
+            removed = remove_damaged_rows(db.execute, records, partial(_delete_messages, db))
         self._damage.forget(records)
         return removed
 
