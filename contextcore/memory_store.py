@@ -12,32 +12,20 @@ from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import Any
 
+from . import store
 from .items import ItemRef
 from .sessions import RequestContext, RequestItem, SessionItem
-from .store import (
-    ROLES,
-    CallToRecord,
-    DamagedRecord,
-    DuplicateRecord,
-    JsonChange,
-    MessageRecord,
-    RecordedCall,
-    SessionHeader,
-    SessionStore,
-    StoreError,
-    unknown_session,
-)
 
 __all__ = ["MemorySessionStore"]
 
 
 @dataclass
 class _Records:
-    header: SessionHeader
+    header: store.SessionHeader
     items: list[SessionItem]
     turns: list[RequestContext] = field(default_factory=list)
     turn_index: dict[str, int] = field(default_factory=dict)
-    messages: dict[int, MessageRecord] = field(default_factory=dict)
+    messages: dict[int, store.MessageRecord] = field(default_factory=dict)
     next_seq: int = 0
     tokens: int = 0
     message_ids: set[str] = field(default_factory=set)
@@ -47,12 +35,12 @@ class _Records:
     calls: list[dict[str, Any]] = field(default_factory=list)
 
 
-class MemorySessionStore(SessionStore):
+class MemorySessionStore(store.SessionStore):
     """Sessions in process memory, one lock for all; gone when the process ends."""
 
     def __init__(self) -> None:
         records = _MemoryRecords()
-        super().__init__(*[records] * ROLES)  # one object plays every role
+        super().__init__(*[records] * store.ROLES)  # one object plays every role
 
 
 class _MemoryRecords:
@@ -68,16 +56,16 @@ class _MemoryRecords:
     def _get(self, session_id: str) -> _Records:
         found = self._sessions.get(session_id)
         if found is None:
-            raise unknown_session(session_id)
+            raise store.unknown_session(session_id)
         return found
 
-    def create_session(self, header: SessionHeader, items: Sequence[SessionItem]) -> None:
+    def create_session(self, header: store.SessionHeader, items: Sequence[SessionItem]) -> None:
         with self._lock:
             if header.session_id in self._sessions:
-                raise StoreError(f"session {header.session_id!r} already exists")
+                raise store.StoreError(f"session {header.session_id!r} already exists")
             self._sessions[header.session_id] = _Records(header, list(items))
 
-    def header(self, session_id: str) -> SessionHeader | None:
+    def header(self, session_id: str) -> store.SessionHeader | None:
         with self._lock:
             found = self._sessions.get(session_id)
             return found.header if found else None
@@ -165,7 +153,7 @@ class _MemoryRecords:
             return found.turns[-1] if found and found.turns else None
 
     def append_messages(
-        self, session_id: str, messages: Sequence[MessageRecord]
+        self, session_id: str, messages: Sequence[store.MessageRecord]
     ) -> tuple[int, ...]:
         with self._lock:
             rec = self._get(session_id)
@@ -174,7 +162,7 @@ class _MemoryRecords:
 
     def messages(
         self, session_id: str, start: int = 0, end: int | None = None
-    ) -> list[MessageRecord]:
+    ) -> list[store.MessageRecord]:
         with self._lock:
             found = self._sessions.get(session_id)
             if found is None:
@@ -204,12 +192,12 @@ class _MemoryRecords:
                 frozenset(c for c in call_ids if c in found.call_ids),
             )
 
-    def replace_messages(self, session_id: str, messages: Sequence[MessageRecord]) -> None:
+    def replace_messages(self, session_id: str, messages: Sequence[store.MessageRecord]) -> None:
         with self._lock:
             rec = self._get(session_id)
             missing = [m.seq for m in messages if m.seq not in rec.messages]
             if missing:
-                raise StoreError(f"no stored message with seq {missing[0]!r} to replace")
+                raise store.StoreError(f"no stored message with seq {missing[0]!r} to replace")
             for message in messages:
                 old = rec.messages[message.seq]
                 rec.message_ids.discard(old.id)
@@ -236,7 +224,9 @@ class _MemoryRecords:
             found = self._sessions.get(session_id)
             return found.history if found else None
 
-    def update_history_state(self, session_id: str, change: JsonChange) -> dict[str, Any] | None:
+    def update_history_state(
+        self, session_id: str, change: store.JsonChange
+    ) -> dict[str, Any] | None:
         with self._lock:
             rec = self._get(session_id)
             rec.history = change(rec.history)
@@ -247,7 +237,7 @@ class _MemoryRecords:
             found = self._sessions.get(session_id)
             return found.snapshot if found else None
 
-    def update_snapshot(self, session_id: str, change: JsonChange) -> dict[str, Any] | None:
+    def update_snapshot(self, session_id: str, change: store.JsonChange) -> dict[str, Any] | None:
         with self._lock:
             rec = self._get(session_id)
             rec.snapshot = change(rec.snapshot)
@@ -274,13 +264,13 @@ class _MemoryRecords:
         self._usage.append({**event, "seq": seq, "session_id": session_id})
         return seq
 
-    def record_call(self, session_id: str, record: CallToRecord) -> RecordedCall:
+    def record_call(self, session_id: str, record: store.CallToRecord) -> store.RecordedCall:
         with self._lock:
             rec = self._get(session_id)
             # Everything that can fail runs before anything changes.
             _check_unused(rec, record.messages)
 
-            def change_history(change: JsonChange) -> None:
+            def change_history(change: store.JsonChange) -> None:
                 rec.history = change(rec.history)
 
             return record.write(
@@ -314,13 +304,13 @@ class _MemoryRecords:
             for h, vec in vectors.items():
                 self._embeddings.setdefault((model, h), bytes(vec))
 
-    def skipped_records(self, session_id: str) -> tuple[DamagedRecord, ...]:
+    def skipped_records(self, session_id: str) -> tuple[store.DamagedRecord, ...]:
         return ()  # records in memory are never written out, so never damaged
 
-    def damaged_records(self, session_id: str | None = None) -> list[DamagedRecord]:
+    def damaged_records(self, session_id: str | None = None) -> list[store.DamagedRecord]:
         return []
 
-    def remove_damaged(self, records: Sequence[DamagedRecord]) -> int:
+    def remove_damaged(self, records: Sequence[store.DamagedRecord]) -> int:
         return 0
 
     def check_writable(self) -> None:
@@ -338,19 +328,19 @@ def _repeated(values: Sequence[str]) -> set[str]:
     return twice
 
 
-def _check_unused(rec: _Records, messages: Sequence[MessageRecord]) -> None:
+def _check_unused(rec: _Records, messages: Sequence[store.MessageRecord]) -> None:
     """``DuplicateRecord`` if a message id or tool call id of ``messages`` is taken."""
     ids = [m.id for m in messages]
     calls = [c for m in messages for c in m.call_ids]
     clash = (set(ids) & rec.message_ids) or _repeated(ids)
     if clash:
-        raise DuplicateRecord(f"message id {sorted(clash)[0]!r} is already used")
+        raise store.DuplicateRecord(f"message id {sorted(clash)[0]!r} is already used")
     clash = (set(calls) & rec.call_ids) or _repeated(calls)
     if clash:
-        raise DuplicateRecord(f"tool call id {sorted(clash)[0]!r} is already used")
+        raise store.DuplicateRecord(f"tool call id {sorted(clash)[0]!r} is already used")
 
 
-def _append(rec: _Records, messages: Sequence[MessageRecord]) -> tuple[int, ...]:
+def _append(rec: _Records, messages: Sequence[store.MessageRecord]) -> tuple[int, ...]:
     """Append checked messages; their sequence numbers."""
     seqs = tuple(range(rec.next_seq, rec.next_seq + len(messages)))
     for seq, message in zip(seqs, messages, strict=True):

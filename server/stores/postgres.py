@@ -24,23 +24,9 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from contextcore import store
 from contextcore.items import ItemRef, parse_item_type
 from contextcore.sessions import RequestContext, RequestItem, SessionItem
-from contextcore.store import (
-    ROLES,
-    CallToRecord,
-    DamagedRecord,
-    DamageLog,
-    DuplicateRecord,
-    JsonChange,
-    MessageRecord,
-    RecordedCall,
-    SessionHeader,
-    SessionStore,
-    StoreError,
-    StoreUnavailable,
-    unknown_session,
-)
 
 from ._postgres_schema import SCHEMA_VERSION, migrate
 from ._records import call_of, decoded, message_of, readable, turn_of
@@ -62,14 +48,14 @@ def _one_line(message: str) -> str:
     return " ".join(message.split())
 
 
-class PostgresSessionStore(SessionStore):
+class PostgresSessionStore(store.SessionStore):
     """A session store in a PostgreSQL database (safe across threads and processes)."""
 
     def __init__(self, url: str, *, max_connections: int = 16, timeout: float = 10.0) -> None:
         self._records = records = _PostgresRecords(
             url, max_connections=max_connections, timeout=timeout
         )
-        super().__init__(*[records] * ROLES)  # one object plays every role
+        super().__init__(*[records] * store.ROLES)  # one object plays every role
         self.where = records.where
 
 
@@ -79,7 +65,7 @@ class _PostgresRecords(JsonParts):
     def __init__(self, url: str, *, max_connections: int = 16, timeout: float = 10.0) -> None:
         self._url = url
         self.where = describe_url(url)
-        self._damage = DamageLog(self.where)
+        self._damage = store.DamageLog(self.where)
         # One direct connection first: an unreachable server fails at once, with libpq's
         # reason, instead of after the pool's retries.
         connect_timeout = max(1, int(timeout))
@@ -123,18 +109,18 @@ class _PostgresRecords(JsonParts):
         try:
             yield
         except (PoolTimeout, psycopg.OperationalError, psycopg.InterfaceError) as exc:
-            raise StoreUnavailable(
+            raise store.StoreUnavailable(
                 f"the PostgreSQL session store at {self.where!r} cannot be used "
                 f"({_one_line(scrub(str(exc), self._url))}); check that the server runs and "
                 "accepts connections, and [persistence] url"
             ) from None
         except psycopg.errors.ReadOnlySqlTransaction:
-            raise StoreUnavailable(
+            raise store.StoreUnavailable(
                 f"the PostgreSQL session store at {self.where!r} is read-only; point "
                 "[persistence] url at the primary server"
             ) from None
         except psycopg.Error as exc:
-            raise StoreError(
+            raise store.StoreError(
                 f"the PostgreSQL session store at {self.where!r} failed: "
                 f"{_one_line(scrub(str(exc), self._url))}"
             ) from None
@@ -148,7 +134,7 @@ class _PostgresRecords(JsonParts):
         )
         row = cur.fetchone()
         if row is None:
-            raise unknown_session(session_id)
+            raise store.unknown_session(session_id)
         return int(row[0]) - by
 
     def _lock(self, cur: psycopg.Cursor[Any], session_id: str) -> list[dict[str, Any]]:
@@ -156,12 +142,12 @@ class _PostgresRecords(JsonParts):
         cur.execute("SELECT removed FROM sessions WHERE session_id = %s FOR UPDATE", (session_id,))
         row = cur.fetchone()
         if row is None:
-            raise unknown_session(session_id)
+            raise store.unknown_session(session_id)
         return list(row[0])
 
     # -- header and items -------------------------------------------------------------------
 
-    def create_session(self, header: SessionHeader, items: Sequence[SessionItem]) -> None:
+    def create_session(self, header: store.SessionHeader, items: Sequence[SessionItem]) -> None:
         h = header
         removed = dumps([r.to_dict() for r in h.removed])
         with self._tx() as cur:
@@ -172,7 +158,7 @@ class _PostgresRecords(JsonParts):
                 (h.session_id, h.agent, h.created_at, h.preset, removed, len(items), h.profile),
             )
             if cur.fetchone() is None:
-                raise StoreError(f"session {header.session_id!r} already exists")
+                raise store.StoreError(f"session {header.session_id!r} already exists")
             self._insert_items(cur, header.session_id, 0, items)
 
     def _insert_items(
@@ -189,7 +175,7 @@ class _PostgresRecords(JsonParts):
                 added.append(item)
         return added
 
-    def header(self, session_id: str) -> SessionHeader | None:
+    def header(self, session_id: str) -> store.SessionHeader | None:
         with self._tx() as cur:
             cur.execute(
                 "SELECT agent, created_at, preset, removed, profile FROM sessions "
@@ -201,7 +187,7 @@ class _PostgresRecords(JsonParts):
             return None
         agent, created_at, preset, removed, profile = row
         refs = tuple(map(_ref, removed))
-        return SessionHeader(session_id, agent, created_at, preset, refs, profile)
+        return store.SessionHeader(session_id, agent, created_at, preset, refs, profile)
 
     def list_session_ids(self) -> list[str]:
         with self._tx() as cur:
@@ -330,13 +316,13 @@ class _PostgresRecords(JsonParts):
     # -- history messages -------------------------------------------------------------------
 
     def append_messages(
-        self, session_id: str, messages: Sequence[MessageRecord]
+        self, session_id: str, messages: Sequence[store.MessageRecord]
     ) -> tuple[int, ...]:
         with self._tx() as cur:
             return self._append_messages(cur, session_id, messages)
 
     def _append_messages(
-        self, cur: psycopg.Cursor[Any], session_id: str, messages: Sequence[MessageRecord]
+        self, cur: psycopg.Cursor[Any], session_id: str, messages: Sequence[store.MessageRecord]
     ) -> tuple[int, ...]:
         """Append messages inside the open transaction; their sequence numbers."""
         ids = [m.id for m in messages]
@@ -346,9 +332,9 @@ class _PostgresRecords(JsonParts):
         first = self._bump(cur, session_id, "next_message", len(messages))
         used_ids, used_calls = _used(cur, session_id, ids, calls)
         if used_ids:
-            raise DuplicateRecord(f"message id {min(used_ids)!r} is already used")
+            raise store.DuplicateRecord(f"message id {min(used_ids)!r} is already used")
         if used_calls:
-            raise DuplicateRecord(f"tool call id {min(used_calls)!r} is already used")
+            raise store.DuplicateRecord(f"tool call id {min(used_calls)!r} is already used")
         seqs = tuple(range(first, first + len(messages)))
         self._insert_messages(cur, session_id, seqs, messages)
         _count(cur, session_id, len(messages), sum(m.tokens for m in messages))
@@ -359,7 +345,7 @@ class _PostgresRecords(JsonParts):
         cur: psycopg.Cursor[Any],
         session_id: str,
         seqs: Sequence[int],
-        messages: Sequence[MessageRecord],
+        messages: Sequence[store.MessageRecord],
     ) -> None:
         pairs = list(zip(seqs, messages, strict=True))
         cur.executemany(
@@ -377,7 +363,7 @@ class _PostgresRecords(JsonParts):
 
     def messages(
         self, session_id: str, start: int = 0, end: int | None = None
-    ) -> list[MessageRecord]:
+    ) -> list[store.MessageRecord]:
         with self._tx() as cur:
             cur.execute(
                 "SELECT seq, message_id, raw, call_ids, tokens FROM messages "
@@ -389,7 +375,7 @@ class _PostgresRecords(JsonParts):
         for s, i, raw, c, t in rows:
             data = decoded(self._damage, session_id, "message", int(s), raw, message_of)
             if data is not None:
-                out.append(MessageRecord(i, data, tuple(c), int(s), int(t)))
+                out.append(store.MessageRecord(i, data, tuple(c), int(s), int(t)))
         return out
 
     def message_count(self, session_id: str) -> int:
@@ -410,7 +396,7 @@ class _PostgresRecords(JsonParts):
         with self._tx() as cur:
             return _used(cur, session_id, list(message_ids), list(call_ids))
 
-    def replace_messages(self, session_id: str, messages: Sequence[MessageRecord]) -> None:
+    def replace_messages(self, session_id: str, messages: Sequence[store.MessageRecord]) -> None:
         with self._tx() as cur:
             self._lock(cur, session_id)
             seqs = [m.seq for m in messages]
@@ -421,7 +407,7 @@ class _PostgresRecords(JsonParts):
             old = {int(r[0]): int(r[1]) for r in cur.fetchall()}
             missing = set(seqs) - set(old)
             if missing:
-                raise StoreError(f"no stored message with seq {min(missing)!r} to replace")
+                raise store.StoreError(f"no stored message with seq {min(missing)!r} to replace")
             _count(cur, session_id, 0, sum(m.tokens for m in messages) - sum(old.values()))
             cur.execute(
                 "DELETE FROM messages WHERE session_id = %s AND seq = ANY(%s)", (session_id, seqs)
@@ -450,7 +436,7 @@ class _PostgresRecords(JsonParts):
         return json.loads(row[0]) if row else None
 
     def _update_part(
-        self, session_id: str, kind: PartKind, change: JsonChange
+        self, session_id: str, kind: PartKind, change: store.JsonChange
     ) -> dict[str, Any] | None:
         with self._tx() as cur:
             self._lock(cur, session_id)
@@ -485,10 +471,10 @@ class _PostgresRecords(JsonParts):
                     "SELECT 1 FROM sessions WHERE session_id = %s FOR KEY SHARE", (session_id,)
                 )
                 if cur.fetchone() is None:
-                    raise unknown_session(session_id)
+                    raise store.unknown_session(session_id)
             return _insert_usage(cur, session_id, event)
 
-    def record_call(self, session_id: str, record: CallToRecord) -> RecordedCall:
+    def record_call(self, session_id: str, record: store.CallToRecord) -> store.RecordedCall:
         with self._tx() as cur:  # one transaction: a failure anywhere stores nothing
             # The session's row first, then the usage counter: the order every write keeps.
             self._lock(cur, session_id)
@@ -537,21 +523,21 @@ class _PostgresRecords(JsonParts):
             cur.execute("SELECT pg_is_in_recovery(), current_setting('transaction_read_only')")
             row = cur.fetchone()
         if row is None or row[0] or row[1] == "on":
-            raise StoreUnavailable(
+            raise store.StoreUnavailable(
                 f"the PostgreSQL session store at {self.where!r} is read-only; point "
                 "[persistence] url at the primary server"
             )
 
     # -- damaged records --------------------------------------------------------------------
 
-    def skipped_records(self, session_id: str) -> tuple[DamagedRecord, ...]:
+    def skipped_records(self, session_id: str) -> tuple[store.DamagedRecord, ...]:
         return self._damage.of(session_id)
 
-    def damaged_records(self, session_id: str | None = None) -> list[DamagedRecord]:
+    def damaged_records(self, session_id: str | None = None) -> list[store.DamagedRecord]:
         with self._tx() as cur:
             return damaged_rows(_run(cur), session_id)
 
-    def remove_damaged(self, records: Sequence[DamagedRecord]) -> int:
+    def remove_damaged(self, records: Sequence[store.DamagedRecord]) -> int:
         with self._tx() as cur:
             removed = remove_damaged_rows(_run(cur), records, partial(_delete_messages, cur))
         self._damage.forget(records)
@@ -612,7 +598,7 @@ def _insert_usage(
 
 
 def _change_part(
-    cur: psycopg.Cursor[Any], session_id: str, kind: PartKind, change: JsonChange
+    cur: psycopg.Cursor[Any], session_id: str, kind: PartKind, change: store.JsonChange
 ) -> dict[str, Any] | None:
     """Replace a small JSON part by ``change(current)`` inside the open transaction, which
     holds the session's row."""

@@ -40,23 +40,9 @@ from typing import Any
 
 import redis
 
+from contextcore import store
 from contextcore.items import ItemRef, parse_item_type
 from contextcore.sessions import RequestContext, RequestItem, SessionItem
-from contextcore.store import (
-    ROLES,
-    CallToRecord,
-    DamagedRecord,
-    DamageLog,
-    DuplicateRecord,
-    JsonChange,
-    MessageRecord,
-    RecordedCall,
-    SessionHeader,
-    SessionStore,
-    StoreError,
-    StoreUnavailable,
-    unknown_session,
-)
 
 from ._records import (
     Unreadable,
@@ -97,12 +83,12 @@ class _Keys:
         self.parts, self.calls, self.usage = base + "parts", base + "calls", base + "usage"
 
 
-class RedisSessionStore(SessionStore):
+class RedisSessionStore(store.SessionStore):
     """A session store in a Redis server (safe across threads and processes)."""
 
     def __init__(self, url: str, *, timeout: float = 10.0) -> None:
         self._records = records = _RedisRecords(url, timeout=timeout)
-        super().__init__(*[records] * ROLES)  # one object plays every role
+        super().__init__(*[records] * store.ROLES)  # one object plays every role
         self.where = records.where
 
 
@@ -112,7 +98,7 @@ class _RedisRecords(JsonParts):
     def __init__(self, url: str, *, timeout: float = 10.0) -> None:
         self._url = url
         self.where = describe_url(url)
-        self._damage = DamageLog(self.where)
+        self._damage = store.DamageLog(self.where)
         self._r = redis.Redis.from_url(
             url, socket_timeout=timeout, socket_connect_timeout=timeout, health_check_interval=30
         )
@@ -133,26 +119,28 @@ class _RedisRecords(JsonParts):
         try:
             yield
         except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise StoreUnavailable(
+            raise store.StoreUnavailable(
                 f"the Redis session store at {self.where!r} cannot be reached "
                 f"({scrub(str(exc), self._url)}); check that the server runs and "
                 "[persistence] url"
             ) from None
         except redis.ReadOnlyError:
-            raise StoreUnavailable(
+            raise store.StoreUnavailable(
                 f"the Redis session store at {self.where!r} is a read-only replica; point "
                 "[persistence] url at the primary"
             ) from None
         except redis.ResponseError as exc:
             text = scrub(str(exc), self._url)
             if text.startswith(("MISCONF", "NOAUTH", "WRONGPASS", "NOPERM")):
-                raise StoreUnavailable(
+                raise store.StoreUnavailable(
                     f"the Redis session store at {self.where!r} refuses writes ({text}); "
                     "fix the server's persistence or the credentials in [persistence] url"
                 ) from None
-            raise StoreError(f"the Redis session store at {self.where!r} failed: {text}") from None
+            raise store.StoreError(
+                f"the Redis session store at {self.where!r} failed: {text}"
+            ) from None
         except redis.RedisError as exc:
-            raise StoreError(
+            raise store.StoreError(
                 f"the Redis session store at {self.where!r} failed: {scrub(str(exc), self._url)}"
             ) from None
 
@@ -164,7 +152,7 @@ class _RedisRecords(JsonParts):
         self._r.set(_P + "version", SCHEMA_VERSION, nx=True)
         found = int(self._r.get(_P + "version") or 0)
         if found > SCHEMA_VERSION:
-            raise StoreError(
+            raise store.StoreError(
                 f"the Redis session store at {self.where!r} has layout version {found}, newer "
                 f"than this broker's {SCHEMA_VERSION}; upgrade the broker or use another "
                 "database"
@@ -216,7 +204,7 @@ class _RedisRecords(JsonParts):
 
     # -- header and items -------------------------------------------------------------------
 
-    def create_session(self, header: SessionHeader, items: Sequence[SessionItem]) -> None:
+    def create_session(self, header: store.SessionHeader, items: Sequence[SessionItem]) -> None:
         h = header
         k = _Keys(h.session_id)
         meta = {"agent": h.agent, "created_at": h.created_at, "preset": h.preset}
@@ -227,9 +215,9 @@ class _RedisRecords(JsonParts):
             args += [ref_key(item.ref), dumps(item.to_dict())]
         keys = [k.h, k.items, k.item, _P + "sessions", _P + "session_ord", k.removed]
         if not self._run("create", keys, args):
-            raise StoreError(f"session {h.session_id!r} already exists")
+            raise store.StoreError(f"session {h.session_id!r} already exists")
 
-    def header(self, session_id: str) -> SessionHeader | None:
+    def header(self, session_id: str) -> store.SessionHeader | None:
         k = _Keys(session_id)
         with self._guard():
             pipe = self._r.pipeline(transaction=True)
@@ -240,7 +228,7 @@ class _RedisRecords(JsonParts):
             return None
         m = json.loads(meta)
         refs = tuple(map(_ref, removed))
-        return SessionHeader(
+        return store.SessionHeader(
             session_id, m["agent"], m["created_at"], m["preset"], refs, m.get("profile")
         )
 
@@ -272,14 +260,14 @@ class _RedisRecords(JsonParts):
         args = [v for key, item in by_key.items() for v in (key, dumps(item.to_dict()))]
         added = self._run("add_items", [k.h, k.items, k.item, k.removed], args)
         if added is None:
-            raise unknown_session(session_id)
+            raise store.unknown_session(session_id)
         return tuple(by_key[_text(key)] for key in added)
 
     def remove_item(self, session_id: str, ref: ItemRef) -> bool:
         k = _Keys(session_id)
         was = self._run("remove_item", [k.h, k.items, k.item, k.removed], [ref_key(ref)])
         if was is None:
-            raise unknown_session(session_id)
+            raise store.unknown_session(session_id)
         return bool(was)
 
     # -- turns ------------------------------------------------------------------------------
@@ -290,7 +278,7 @@ class _RedisRecords(JsonParts):
             "append", [k.h, k.turns, k.turnidx], [dumps(turn.to_dict()), turn.request_id]
         )
         if seq is None:
-            raise unknown_session(session_id)
+            raise store.unknown_session(session_id)
         return int(seq)
 
     def turn(self, session_id: str, request_id: str) -> RequestContext | None:
@@ -358,7 +346,7 @@ class _RedisRecords(JsonParts):
     # -- history messages -------------------------------------------------------------------
 
     def append_messages(
-        self, session_id: str, messages: Sequence[MessageRecord]
+        self, session_id: str, messages: Sequence[store.MessageRecord]
     ) -> tuple[int, ...]:
         no_repeats([m.id for m in messages], "message id")
         no_repeats([c for m in messages for c in m.call_ids], "tool call id")
@@ -367,15 +355,15 @@ class _RedisRecords(JsonParts):
         keys = [k.h, k.msg, k.msgseq, k.msgids, k.callids, k.msgmeta]
         found = self._run("append_messages", keys, [batch])
         if found is None:
-            raise unknown_session(session_id)
+            raise store.unknown_session(session_id)
         if isinstance(found, list):
             what, value = (_text(v) for v in found)
-            raise DuplicateRecord(f"{what} {value!r} is already used")
+            raise store.DuplicateRecord(f"{what} {value!r} is already used")
         return tuple(range(int(found), int(found) + len(messages)))
 
     def messages(
         self, session_id: str, start: int = 0, end: int | None = None
-    ) -> list[MessageRecord]:
+    ) -> list[store.MessageRecord]:
         k = _Keys(session_id)
         stop = "+inf" if end is None else f"({end}"
         flat = self._run("read_messages", [k.msgseq, k.msg], [max(start, 0), stop])
@@ -383,7 +371,7 @@ class _RedisRecords(JsonParts):
         for seq, row in zip(flat[::2], flat[1::2], strict=True):
             m = decoded(self._damage, session_id, "message", int(seq), row, _wrapped_message)
             if m is not None:
-                out.append(MessageRecord(m["id"], m["raw"], tuple(m["call_ids"]), int(seq)))
+                out.append(store.MessageRecord(m["id"], m["raw"], tuple(m["call_ids"]), int(seq)))
         return out
 
     def message_totals(self, session_id: str) -> tuple[int, int]:
@@ -409,7 +397,7 @@ class _RedisRecords(JsonParts):
             found = self._r.hmget(key, fields)
         return frozenset(f for f, v in zip(fields, found, strict=True) if v is not None)
 
-    def replace_messages(self, session_id: str, messages: Sequence[MessageRecord]) -> None:
+    def replace_messages(self, session_id: str, messages: Sequence[store.MessageRecord]) -> None:
         k = _Keys(session_id)
         batch = dumps(
             [[m.id, _message_json(m), list(m.call_ids), m.seq, m.tokens] for m in messages]
@@ -417,9 +405,9 @@ class _RedisRecords(JsonParts):
         keys = [k.h, k.msg, k.msgseq, k.msgids, k.callids, k.msgmeta]
         found = self._run("replace_messages", keys, [batch])
         if found is None:
-            raise unknown_session(session_id)
+            raise store.unknown_session(session_id)
         if _text(found[0]) == "missing":
-            raise StoreError(f"no stored message with seq {int(found[1])!r} to replace")
+            raise store.StoreError(f"no stored message with seq {int(found[1])!r} to replace")
 
     def delete_messages(self, session_id: str, start: int, end: int | None = None) -> int:
         k = _Keys(session_id)
@@ -427,7 +415,7 @@ class _RedisRecords(JsonParts):
         keys = [k.h, k.msg, k.msgseq, k.msgids, k.callids, k.msgmeta]
         count = self._run("delete_messages", keys, [start, stop])
         if count is None:
-            raise unknown_session(session_id)
+            raise store.unknown_session(session_id)
         return int(count)
 
     # -- small JSON parts (history_state, snapshot and their updates: JsonParts) -----------
@@ -438,7 +426,7 @@ class _RedisRecords(JsonParts):
         return None if data is None else json.loads(data)
 
     def _update_part(
-        self, session_id: str, kind: PartKind, change: JsonChange
+        self, session_id: str, kind: PartKind, change: store.JsonChange
     ) -> dict[str, Any] | None:
         k = _Keys(session_id)
         result: list[dict[str, Any] | None] = []
@@ -447,7 +435,7 @@ class _RedisRecords(JsonParts):
             # Runs again from the top if another client touches the watched keys before EXEC.
             result.clear()
             if not pipe.exists(k.h):
-                raise unknown_session(session_id)
+                raise store.unknown_session(session_id)
             data = pipe.hget(k.parts, kind)
             new = change(None if data is None else json.loads(data))
             pipe.multi()
@@ -467,7 +455,7 @@ class _RedisRecords(JsonParts):
         k = _Keys(session_id)
         seq = self._run("append", [k.h, k.calls], [dumps(dict(call))])
         if seq is None:
-            raise unknown_session(session_id)
+            raise store.unknown_session(session_id)
         return int(seq)
 
     def calls(self, session_id: str) -> list[dict[str, Any]]:
@@ -485,10 +473,10 @@ class _RedisRecords(JsonParts):
             keys += [_Keys(session_id).h, _Keys(session_id).usage]
         seq = self._run("append_usage", keys, [data])
         if seq is None:
-            raise unknown_session(session_id or "")
+            raise store.unknown_session(session_id or "")
         return int(seq)
 
-    def record_call(self, session_id: str, record: CallToRecord) -> RecordedCall:
+    def record_call(self, session_id: str, record: store.CallToRecord) -> store.RecordedCall:
         call, messages, usage, history = record.call, record.messages, record.usage, record.history
         no_repeats([m.id for m in messages], "message id")
         no_repeats([c for m in messages for c in m.call_ids], "tool call id")
@@ -503,19 +491,19 @@ class _RedisRecords(JsonParts):
         while True:  # one script; again only if the history state changed meanwhile
             found = self._run("record_call", keys, args + self._state_change(k, history))
             if found is None:
-                raise unknown_session(session_id)
+                raise store.unknown_session(session_id)
             if _text(found[0]) != "conflict":
                 break
         if _text(found[0]) != "ok":
-            raise DuplicateRecord(f"{_text(found[0])} {_text(found[1])!r} is already used")
+            raise store.DuplicateRecord(f"{_text(found[0])} {_text(found[1])!r} is already used")
         call_seq, first, usage_seq = (int(v) for v in found[1:])
-        return RecordedCall(
+        return store.RecordedCall(
             None if call is None else call_seq,
             tuple(range(first, first + len(messages))) if messages else (),
             None if usage is None else usage_seq,
         )
 
-    def _state_change(self, k: _Keys, change: JsonChange | None) -> list[Any]:
+    def _state_change(self, k: _Keys, change: store.JsonChange | None) -> list[Any]:
         """The record script's arguments for ``change`` of the history state: how, the
         value it was computed from (the script compares it) and the new value."""
         if change is None:
@@ -570,11 +558,11 @@ class _RedisRecords(JsonParts):
 
     # -- damaged records --------------------------------------------------------------------
 
-    def skipped_records(self, session_id: str) -> tuple[DamagedRecord, ...]:
+    def skipped_records(self, session_id: str) -> tuple[store.DamagedRecord, ...]:
         return self._damage.of(session_id)
 
-    def damaged_records(self, session_id: str | None = None) -> list[DamagedRecord]:
-        found: list[DamagedRecord] = []
+    def damaged_records(self, session_id: str | None = None) -> list[store.DamagedRecord]:
+        found: list[store.DamagedRecord] = []
         for sid in [session_id] if session_id else self.list_session_ids():
             k = _Keys(sid)
             with self._guard():
@@ -586,14 +574,14 @@ class _RedisRecords(JsonParts):
             found += damaged_in("turn", ((sid, i, r) for i, r in enumerate(turns) if r))
             rows = sorted((int(seq), row) for seq, row in messages.items())
             found += [
-                DamagedRecord(sid, "message", seq, exc.reason)
+                store.DamagedRecord(sid, "message", seq, exc.reason)
                 for seq, row in rows
                 if (exc := _unreadable(row)) is not None
             ]
             found += damaged_in("call", ((sid, i, r) for i, r in enumerate(calls) if r))
         return found
 
-    def remove_damaged(self, records: Sequence[DamagedRecord]) -> int:
+    def remove_damaged(self, records: Sequence[store.DamagedRecord]) -> int:
         removed = 0
         for r in records:
             k = _Keys(r.session_id)
@@ -631,7 +619,7 @@ def _unreadable(text: bytes | str) -> Unreadable | None:
     return None
 
 
-def _message_json(m: MessageRecord) -> str:
+def _message_json(m: store.MessageRecord) -> str:
     return dumps({"id": m.id, "raw": dict(m.raw), "call_ids": list(m.call_ids)})
 
 

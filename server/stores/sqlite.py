@@ -29,23 +29,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from contextcore import store
 from contextcore.items import ItemRef, parse_item_type
 from contextcore.sessions import RequestContext, RequestItem, SessionItem
-from contextcore.store import (
-    ROLES,
-    CallToRecord,
-    DamagedRecord,
-    DamageLog,
-    DuplicateRecord,
-    JsonChange,
-    MessageRecord,
-    RecordedCall,
-    SessionHeader,
-    SessionStore,
-    StoreError,
-    StoreUnavailable,
-    unknown_session,
-)
 
 from ._records import call_of, decoded, message_of, readable, turn_of
 from ._shared import JsonParts, PartKind, dumps
@@ -71,12 +57,12 @@ def _refs(text: str) -> tuple[ItemRef, ...]:
     return tuple(_ref(r["type"], r["name"], r.get("server") or "") for r in json.loads(text))
 
 
-class SqliteSessionStore(SessionStore):
+class SqliteSessionStore(store.SessionStore):
     """Sessions in a SQLite file, one table per part; every write commits before it returns."""
 
     def __init__(self, path: Path) -> None:
         self._records = records = _SqliteRecords(path)
-        super().__init__(*[records] * ROLES)  # one object plays every role
+        super().__init__(*[records] * store.ROLES)  # one object plays every role
         self.path = path
         self._db = records._db
 
@@ -92,25 +78,25 @@ class _SqliteRecords(JsonParts):
         self.path = path
         self._db = open_checked(path)
         self._identity = _identity(path)
-        self._damage = DamageLog(str(path))
+        self._damage = store.DamageLog(str(path))
         # One connection guarded by a lock: sqlite3 objects may cross threads when
         # check_same_thread is off, as long as calls never overlap.
         self._lock = threading.Lock()
 
     # -- transactions -------------------------------------------------------------------
 
-    def _unavailable(self, why: str) -> StoreUnavailable:
-        return StoreUnavailable(
+    def _unavailable(self, why: str) -> store.StoreUnavailable:
+        return store.StoreUnavailable(
             f"the session database {str(self.path)!r} {why}; nothing was stored. Restore the "
             "file (or its permissions) and restart the broker, or point persistence.path at "
             "a new file"
         )
 
-    def _write_failed(self, exc: sqlite3.Error) -> StoreUnavailable:
+    def _write_failed(self, exc: sqlite3.Error) -> store.StoreUnavailable:
         if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
             # Nothing to restore and no restart needed: the next write after room is made
             # goes through.
-            return StoreUnavailable(
+            return store.StoreUnavailable(
                 f"the disk holding the session database {str(self.path)!r} is full ({exc}); "
                 "nothing was stored and everything stored before is kept. Free space on that "
                 "disk: writes go through again as soon as there is room, without a restart"
@@ -145,7 +131,7 @@ class _SqliteRecords(JsonParts):
                 with suppress(sqlite3.Error):
                     self._db.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.IntegrityError):
-                    raise DuplicateRecord(
+                    raise store.DuplicateRecord(
                         f"a message id or tool call id is already used in the session ({exc})"
                     ) from exc
                 if isinstance(exc, sqlite3.Error):
@@ -158,24 +144,24 @@ class _SqliteRecords(JsonParts):
             try:
                 yield self._db
             except sqlite3.Error as exc:
-                raise StoreUnavailable(
+                raise store.StoreUnavailable(
                     f"the session database {str(self.path)!r} cannot be read ({exc}); check the "
                     "file, or restore it from a backup"
                 ) from exc
 
     # -- header and items ---------------------------------------------------------------
 
-    def create_session(self, header: SessionHeader, items: Sequence[SessionItem]) -> None:
+    def create_session(self, header: store.SessionHeader, items: Sequence[SessionItem]) -> None:
         with self._write() as db:
             exists = db.execute(
                 "SELECT 1 FROM session_headers WHERE session_id = ?", (header.session_id,)
             ).fetchone()
             if exists:
-                raise StoreError(f"session {header.session_id!r} already exists")
+                raise store.StoreError(f"session {header.session_id!r} already exists")
             _insert_header(db, header)
             _insert_items(db, header.session_id, items, 0)
 
-    def header(self, session_id: str) -> SessionHeader | None:
+    def header(self, session_id: str) -> store.SessionHeader | None:
         with self._read() as db:
             row = db.execute(
                 "SELECT agent, created_at, preset, removed, profile FROM session_headers "
@@ -184,7 +170,7 @@ class _SqliteRecords(JsonParts):
             ).fetchone()
         if row is None:
             return None
-        return SessionHeader(session_id, row[0], row[1], row[2], _refs(row[3]), row[4])
+        return store.SessionHeader(session_id, row[0], row[1], row[2], _refs(row[3]), row[4])
 
     def list_session_ids(self) -> list[str]:
         with self._read() as db:
@@ -319,14 +305,14 @@ class _SqliteRecords(JsonParts):
     # -- history messages ---------------------------------------------------------------
 
     def append_messages(
-        self, session_id: str, messages: Sequence[MessageRecord]
+        self, session_id: str, messages: Sequence[store.MessageRecord]
     ) -> tuple[int, ...]:
         with self._write() as db:
             return _insert_messages(db, session_id, messages)
 
     def messages(
         self, session_id: str, start: int = 0, end: int | None = None
-    ) -> list[MessageRecord]:
+    ) -> list[store.MessageRecord]:
         with self._read() as db:
             rows = db.execute(
                 "SELECT seq, message_id, raw, tokens FROM messages WHERE session_id = ? "
@@ -345,7 +331,7 @@ class _SqliteRecords(JsonParts):
         for seq, mid, raw, tokens in rows:
             data = decoded(self._damage, session_id, "message", seq, raw, message_of)
             if data is not None:
-                out.append(MessageRecord(mid, data, tuple(calls.get(seq, ())), seq, tokens))
+                out.append(store.MessageRecord(mid, data, tuple(calls.get(seq, ())), seq, tokens))
         return out
 
     def message_count(self, session_id: str) -> int:
@@ -388,7 +374,7 @@ class _SqliteRecords(JsonParts):
             }
         return frozenset(found), frozenset(found_calls)
 
-    def replace_messages(self, session_id: str, messages: Sequence[MessageRecord]) -> None:
+    def replace_messages(self, session_id: str, messages: Sequence[store.MessageRecord]) -> None:
         with self._write() as db:
             _require(db, session_id)
             for m in messages:
@@ -397,7 +383,7 @@ class _SqliteRecords(JsonParts):
                     (session_id, m.seq),
                 ).fetchone()
                 if old is None:
-                    raise StoreError(f"no stored message with seq {m.seq!r} to replace")
+                    raise store.StoreError(f"no stored message with seq {m.seq!r} to replace")
                 db.execute(
                     "UPDATE messages SET message_id = ?, raw = ?, tokens = ? "
                     "WHERE session_id = ? AND seq = ?",
@@ -430,7 +416,7 @@ class _SqliteRecords(JsonParts):
         return json.loads(row[0]) if row else None
 
     def _update_part(
-        self, session_id: str, part: PartKind, change: JsonChange
+        self, session_id: str, part: PartKind, change: store.JsonChange
     ) -> dict[str, Any] | None:
         with self._write() as db:
             _require(db, session_id)
@@ -458,7 +444,7 @@ class _SqliteRecords(JsonParts):
                 _require(db, session_id)
             return _insert_usage(db, session_id, event)
 
-    def record_call(self, session_id: str, record: CallToRecord) -> RecordedCall:
+    def record_call(self, session_id: str, record: store.CallToRecord) -> store.RecordedCall:
         with self._write() as db:  # one transaction: a failure anywhere stores nothing
             _require(db, session_id)
             return record.write(
@@ -500,14 +486,14 @@ class _SqliteRecords(JsonParts):
 
     # -- damaged records -------------------------------------------------------------------
 
-    def skipped_records(self, session_id: str) -> tuple[DamagedRecord, ...]:
+    def skipped_records(self, session_id: str) -> tuple[store.DamagedRecord, ...]:
         return self._damage.of(session_id)
 
-    def damaged_records(self, session_id: str | None = None) -> list[DamagedRecord]:
+    def damaged_records(self, session_id: str | None = None) -> list[store.DamagedRecord]:
         with self._read() as db:
             return damaged_rows(db.execute, session_id)
 
-    def remove_damaged(self, records: Sequence[DamagedRecord]) -> int:
+    def remove_damaged(self, records: Sequence[store.DamagedRecord]) -> int:
         with self._write() as db:
             removed = remove_damaged_rows(db.execute, records, partial(_delete_messages, db))
         self._damage.forget(records)
@@ -531,7 +517,7 @@ def _identity(path: Path) -> tuple[int, int]:
 def _require(db: sqlite3.Connection, session_id: str) -> None:
     row = db.execute("SELECT 1 FROM session_headers WHERE session_id = ?", (session_id,))
     if row.fetchone() is None:
-        raise unknown_session(session_id)
+        raise store.unknown_session(session_id)
 
 
 def _next(db: sqlite3.Connection, session_id: str, counter: str, n: int) -> int:
@@ -540,7 +526,7 @@ def _next(db: sqlite3.Connection, session_id: str, counter: str, n: int) -> int:
         f"SELECT {counter} FROM session_headers WHERE session_id = ?", (session_id,)
     ).fetchone()
     if row is None:
-        raise unknown_session(session_id)
+        raise store.unknown_session(session_id)
     db.execute(
         f"UPDATE session_headers SET {counter} = {counter} + ? WHERE session_id = ?",
         (n, session_id),
@@ -549,7 +535,7 @@ def _next(db: sqlite3.Connection, session_id: str, counter: str, n: int) -> int:
 
 
 def _insert_messages(
-    db: sqlite3.Connection, session_id: str, messages: Sequence[MessageRecord]
+    db: sqlite3.Connection, session_id: str, messages: Sequence[store.MessageRecord]
 ) -> tuple[int, ...]:
     """Append messages (inside the open transaction); their sequence numbers. A taken id
     fails the transaction's commit as an ``IntegrityError``."""
@@ -588,7 +574,7 @@ def _insert_usage(db: sqlite3.Connection, session_id: str | None, event: Mapping
 
 
 def _change_part(
-    db: sqlite3.Connection, session_id: str, part: PartKind, change: JsonChange
+    db: sqlite3.Connection, session_id: str, part: PartKind, change: store.JsonChange
 ) -> dict[str, Any] | None:
     """Replace a small JSON part by ``change(current)`` inside the open transaction."""
     row = db.execute(
@@ -632,7 +618,7 @@ def _chunks(values: list[str], size: int = 500) -> Iterator[list[str]]:
         yield values[i : i + size]
 
 
-def _insert_header(db: sqlite3.Connection, header: SessionHeader) -> None:
+def _insert_header(db: sqlite3.Connection, header: store.SessionHeader) -> None:
     db.execute(
         "INSERT INTO session_headers (session_id, agent, created_at, preset, removed, profile) "
         "VALUES (?, ?, ?, ?, ?, ?)",
