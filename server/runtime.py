@@ -103,7 +103,6 @@ def build_runtime(config: AppConfig, config_path: Path) -> Runtime:
         record_max_chars=config.gateway.record_max_chars,
         startup_budget=config.gateway.startup_budget,
         observer=observer,
-        max_result_bytes=config.limits.max_result_bytes,
     )
     serving = functools.partial(
         build_server,
@@ -189,6 +188,7 @@ def new_gateway(
         tokens=open_tokens(config),
         sign_in=sign_in,
         max_subscriptions_per_host=g.max_subscriptions_per_host,
+        max_result_bytes=config.limits.max_result_bytes,
     )
     gateway = Gateway(
         resolve_servers(config, reserved=RESERVED_NAMES) if servers is None else servers,

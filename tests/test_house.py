@@ -1,6 +1,7 @@
 """The house rules the code keeps, checked on every run: rooms in server/ (at most 12 modules
 at its top), no function over 60 lines, no import circle between modules of the product, and
-server/'s layers that only look down (:data:`SERVER_LAYERS`)."""
+server/'s layers that only look down (:data:`SERVER_LAYERS`), and no function on a downstream
+call's paths (:data:`CALL_PATHS`) that production code never calls."""
 
 from __future__ import annotations
 
@@ -33,6 +34,18 @@ SERVER_LAYERS = (
     ("cli",),  # the command line
 )
 """server/'s rooms from the ground up: a module imports from its own layer or those below."""
+CALL_PATHS = (
+    "server/transport/stdio.py",
+    "server/transport/passthrough.py",
+    "server/host/gateway_tools.py",
+    "server/gateway/gateway.py",
+    "server/gateway/calls.py",
+    "server/gateway/links/connection.py",
+    "server/gateway/links/stdio_link.py",
+    "server/wire/jsonrpc_lines.py",
+    "server/wire/results.py",
+)
+"""The modules a downstream tool call passes through, from the host's bytes to the server's."""
 
 
 def _modules() -> dict[str, Path]:
@@ -170,3 +183,65 @@ def test_the_layer_check_finds_an_import_that_runs_up() -> None:
     assert _upward(graph) == [
         "context_broker.server.gateway.gateway -> context_broker.server.host.mcp_server"
     ]
+
+
+def _named(node: ast.AST, owner: str | None, out: dict[str | None, set[str]]) -> None:
+    """Every name ``node`` uses (called, passed on, imported; not in a docstring), by the
+    innermost function it stands in (None: module level)."""
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        owner = node.name
+    names = out.setdefault(owner, set())
+    if isinstance(node, ast.Name):
+        names.add(node.id)
+    elif isinstance(node, ast.Attribute):
+        names.add(node.attr)
+    elif isinstance(node, ast.ImportFrom):
+        names.update(a.name for a in node.names)
+    for child in ast.iter_child_nodes(node):
+        _named(child, owner, out)
+
+
+def _uncalled(defined: dict[str, str], sources: list[str]) -> list[str]:
+    """The functions of ``defined`` (name: where) that production code does not reach: a name
+    is reached when module-level code or a function outside ``defined`` uses it, or a
+    reached function does, so a chain that only tests start is unreached as a whole (a
+    docstring or comment does not count)."""
+    uses: list[tuple[str | None, set[str]]] = []
+    for source in sources:
+        by_owner: dict[str | None, set[str]] = {}
+        _named(ast.parse(source), None, by_owner)
+        uses += by_owner.items()
+    reached = set().union(*(names for owner, names in uses if owner not in defined))
+    while True:
+        more = set().union(*(names for owner, names in uses if owner in reached)) - reached
+        if not more:
+            return sorted(where for name, where in defined.items() if name not in reached)
+        reached |= more
+
+
+def _functions(path: Path) -> dict[str, str]:
+    out = {}
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name[:2] != "__":
+            out[node.name] = f"{path.relative_to(ROOT)}:{node.lineno} {node.name}"
+    return out
+
+
+def test_every_function_on_the_call_paths_has_a_production_caller() -> None:
+    """Tests alone keep no function alive on the paths of a downstream call."""
+    defined: dict[str, str] = {}
+    for path in CALL_PATHS:
+        defined |= _functions(ROOT / path)
+    sources = [p.read_text(encoding="utf-8") for p in _modules().values()]
+    assert not _uncalled(defined, sources), f"no production caller: {_uncalled(defined, sources)}"
+
+
+def test_the_caller_check_finds_a_chain_only_a_docstring_or_tests_start() -> None:
+    source = (
+        'def used():\n    """Not :func:`spare`."""\n\n'
+        "def spare():\n    return chained()\n\n"
+        "def chained():\n    return 1\n\n"
+        "used()\n"
+    )
+    defined = {"used": "used", "spare": "spare", "chained": "chained"}
+    assert _uncalled(defined, [source]) == ["chained", "spare"]

@@ -15,6 +15,7 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import anyio
@@ -28,6 +29,7 @@ from contextcore.catalog import Catalog
 from contextcore.items import Tool
 
 from ._proxy import ResourceProxy
+from .calls import Answer, AnswerFn, Cancel, Outcome, awaited, shaped
 from .errors import GatewayError
 from .links.connection import Connection
 from .links.supervisor import Supervisor
@@ -43,6 +45,7 @@ __all__ = ["ExposedChangeFn", "Gateway"]
 log = logging.getLogger(__name__)
 
 ExposedChangeFn = Callable[[list[ExposedTool]], Awaitable[None] | None]
+ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
 class Gateway:
@@ -230,111 +233,151 @@ class Gateway:
 
     # -- calls -----------------------------------------------------------------------------
 
+    def call(
+        self,
+        server: str,
+        tool: str,
+        arguments: dict[str, Any] | None,
+        done: AnswerFn,
+        *,
+        as_written: bool = False,
+        plain: bool = False,
+        progress: ProgressFn | None = None,
+        retry: Mapping[str, Any] | None = None,
+        tell: Callable[[bytes], bool] | None = None,
+        timeout: float | None = None,
+    ) -> Cancel:
+        """Call ``tool`` (original or exposed name) on ``server``: the one way a downstream
+        tool is called. ``done`` gets the :data:`.calls.Answer` once, shaped by
+        :func:`.calls.shaped` (masked, capped, a failure mapped: ``as_written`` keeps a
+        JSON-RPC error of the server as it sent it). Returns the function that gives the call
+        up (``done`` is then never called).
+
+        A ``plain`` call needs nothing from a session (no host to relay the server's
+        questions to, no ``progress``, no ``retry``): to a server with a fast lane (stdio) it
+        is written on that lane and answered where the answer is read, no task waiting, and
+        ``tell`` gets the server's log message lines meanwhile (masked). Any other call goes
+        over the server's session as the host's (see :meth:`Connection.call_tool`: its
+        ``_meta``, ``retry``, the questions relayed) in a task of the gateway's that sees the
+        caller's context. ``timeout``: the server's own unless given."""
+        shape = self._shaper(f"{server}/{tool}", as_written)
+        try:
+            state = self._servers.get(server)
+            original, conn = state.tool_target(tool, self.gate.cap(state.config))
+        except GatewayError as exc:
+            done(shape(exc))
+            return _no_cancel
+
+        def settle(outcome: Outcome | BaseException) -> None:
+            if isinstance(outcome, BaseException) and not isinstance(outcome, GatewayError):
+                exc = outcome if isinstance(outcome, Exception) else RuntimeError(outcome)
+                outcome = state.call_failed(conn, f"tool {original!r}", exc, tool=original)
+            done(shape(outcome))
+
+        limit = timeout or state.config.timeout
+        if plain and conn.fast and progress is None and retry is None:
+            try:
+                return conn.call_tool_soon(
+                    original, arguments, settle, timeout=limit, tell=self._masked(tell)
+                )
+            except MCPError as exc:
+                settle(exc)
+                return _no_cancel
+        send = partial(
+            conn.call_tool,
+            original,
+            arguments,
+            timeout=limit,
+            progress_callback=self._redacted_progress(progress),
+            retry=retry,
+        )
+        return self._in_task(send, settle)
+
     async def call_tool(
         self,
         server: str,
         tool: str,
         arguments: dict[str, Any] | None = None,
         *,
-        progress_callback: Callable[[float, float | None, str | None], Awaitable[None]]
-        | None = None,
+        as_written: bool = False,
+        plain: bool = False,
+        progress_callback: ProgressFn | None = None,
         timeout: float | None = None,
         retry: Mapping[str, Any] | None = None,
-    ) -> types.CallToolResult | types.InputRequiredResult:
-        """Call ``tool`` (original or exposed name) on ``server`` as the host the call is
-        made for (see :meth:`Connection.call_tool`, ``retry``: a 2026-07-28 host's
-        ``inputResponses`` and ``requestState``); return its result as sent.
-
-        Tool errors come back as the downstream's ``isError`` result. A server that is down,
-        a timeout, a dropped connection or a protocol error raises a ``GatewayError`` naming
-        server and tool (``DownstreamError.error``: a JSON-RPC error as the server sent it).
-        Cancelling the caller cancels the downstream request.
-        """
-        state = self._servers.get(server)
-        original, conn = state.tool_target(tool, self.gate.cap(state.config))
-        progress = self._redacted_progress(progress_callback)
-        try:
-            result = await conn.call_tool(
-                original,
+    ) -> Answer:
+        """:meth:`call`, awaited: the answer (a result, a tool error, a 2026-07-28 host's
+        questions, or ``as_written`` the server's JSON-RPC error). Cancelling the caller
+        cancels the downstream request."""
+        return await awaited(
+            lambda done: self.call(
+                server,
+                tool,
                 arguments,
-                timeout=timeout or state.config.timeout,
-                progress_callback=progress,
+                done,
+                as_written=as_written,
+                plain=plain,
+                progress=progress_callback,
                 retry=retry,
+                timeout=timeout,
             )
-        except Exception as exc:
-            raise state.call_failed(conn, f"tool {original!r}", exc, tool=original) from None
-        return self.redactor.redact_model(result)
+        )
 
-    async def call_tool_json(
-        self,
-        server: str,
-        tool: str,
-        arguments: dict[str, Any] | None = None,
-        *,
-        timeout: float | None = None,
-    ) -> dict[str, Any]:
-        """:meth:`call_tool` without progress, returning the result as the JSON object the
-        downstream sent (secrets masked) instead of a ``CallToolResult``; failures raise the
-        same ``GatewayError``. A stdio server answers it on its fast lane, the way
-        :meth:`call_tool_soon` is answered, with a task waiting for it."""
-        state = self._servers.get(server)
-        original, conn = state.tool_target(tool, self.gate.cap(state.config))
-        try:
-            result = await conn.call_tool_json(
-                original, arguments, timeout=timeout or state.config.timeout
-            )
-        except Exception as exc:
-            raise state.call_failed(conn, f"tool {original!r}", exc, tool=original) from None
-        if self.redactor.contains_secret(result):
-            return self.redactor.redact_json(result)  # type: ignore[no-any-return]
-        return result
+    def fast_lane(self, server: str) -> bool:
+        """Whether ``server`` is connected with a fast lane (stdio), where :meth:`call`
+        answers a ``plain`` call without a task waiting."""
+        state = self._servers.find(server)
+        conn = state.connection if state is not None else None
+        return conn is not None and conn.fast
 
-    def call_tool_soon(
+    def _in_task(
         self,
-        server: str,
-        tool: str,
-        arguments: dict[str, Any] | None,
-        done: Callable[[dict[str, Any] | GatewayError], None],
-        tell: Callable[[bytes], bool] | None = None,
-    ) -> Callable[[str], None] | None:
-        """:meth:`call_tool_json` with no task waiting, where the server's connection has a
-        fast lane (stdio): ``done`` gets the result (secrets masked) or the ``GatewayError``,
-        from the loop that reads the answer, or at once when the call cannot be made;
-        ``tell`` gets the server's log message lines meanwhile (secrets masked). Returns the
-        function that gives the call up, or None (nothing done) when the call needs
-        :meth:`call_tool_json`."""
+        send: Callable[[], Awaitable[types.CallToolResult | types.InputRequiredResult]],
+        settle: Callable[[Outcome | BaseException], None],
+    ) -> Cancel:
+        """Run ``send`` in a task of the gateway's (it sees the caller's context: the host it
+        is made for, the trace); ``settle`` gets its result or error, or a ``GatewayError``
+        when the gateway stops first. Returns what cancels it."""
+        scope = anyio.CancelScope()
+
+        async def run() -> None:
+            outcome: Outcome | BaseException = GatewayError("the gateway stopped")
+            try:
+                with scope:
+                    outcome = await send()
+            except Exception as exc:
+                outcome = exc
+            finally:
+                if not scope.cancel_called:
+                    settle(outcome)
+
         try:
-            state = self._servers.get(server)
-            original, conn = state.tool_target(tool, self.gate.cap(state.config))
+            self.spawn(run)
         except GatewayError as exc:
-            done(exc)
+            settle(exc)
             return _no_cancel
+        return lambda reason: scope.cancel()
 
-        def answered(outcome: dict[str, Any] | MCPError) -> None:
-            if isinstance(outcome, MCPError):
-                done(state.call_failed(conn, f"tool {original!r}", outcome, tool=original))
-            elif self.redactor.contains_secret(outcome):
-                done(self.redactor.redact_json(outcome))
-            else:
-                done(outcome)
+    def _shaper(self, where: str, as_written: bool) -> Callable[[Outcome], Answer]:
+        """:func:`.calls.shaped` for a call of ``where`` (``server/tool``)."""
+        return partial(
+            shaped,
+            where=where,
+            as_written=as_written,
+            redactor=self.redactor,
+            max_bytes=self.settings.max_result_bytes,
+        )
+
+    def _masked(self, tell: Callable[[bytes], bool] | None) -> Callable[[bytes], bool] | None:
+        """``tell`` given the server's log message lines with secrets masked."""
+        if tell is None:
+            return None
 
         def told(line: bytes) -> bool:
-            assert tell is not None
             text = line.decode("utf-8", "replace")
             masked = self.redactor.redact(text)
             return tell(line if masked == text else masked.encode())
 
-        try:
-            return conn.call_tool_soon(
-                original,
-                arguments,
-                answered,
-                timeout=state.config.timeout,
-                tell=told if tell is not None else None,
-            )
-        except MCPError as exc:
-            done(state.call_failed(conn, f"tool {original!r}", exc, tool=original))
-            return _no_cancel
+        return told
 
     # -- resources and prompts --------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Literal
 import mcp_types as types
 from context_broker.tools.gateway import ServerRow
 
+from contextcore.config import LimitsConfig
 from contextcore.items import IncludeMode
 
 if TYPE_CHECKING:
@@ -42,6 +43,8 @@ class GatewaySettings:
     max_subscriptions_per_host: int = 1024
     # The broker's own tool names: no downstream tool is exposed as one (given by the host side).
     reserved: frozenset[str] = frozenset()
+    # A downstream result's size at most (bytes, as JSON), cut beyond: [limits] max_result_bytes.
+    max_result_bytes: int = LimitsConfig().max_result_bytes
 
     def backoff(self, attempt: int) -> float:
         """Delay before reconnect attempt ``attempt`` (0-based)."""

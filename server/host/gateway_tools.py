@@ -31,7 +31,6 @@ from pydantic import ValidationError
 
 from contextcore.call_record import ProxiedCall, result_text
 from contextcore.catalog import Catalog
-from contextcore.config import LimitsConfig
 from contextcore.errors import ContextCoreError
 from contextcore.items import ItemRef, Tool
 from contextcore.profiles import Profile
@@ -39,7 +38,7 @@ from contextcore.services.broker import ContextBroker
 from contextcore.services.history import HistoryService
 from contextcore.sessions import RequestContext
 
-from ..gateway.errors import GatewayError
+from ..gateway.calls import Answer
 from ..gateway.gateway import Gateway
 from ..gateway.models import ExposedTool
 from ..gateway.relay.asking import Asking, Exchange, call_key
@@ -48,7 +47,7 @@ from ..gateway.trust.arguments import schema_problem
 from ..gateway.trust.call_policy import call_refusal
 from ..observability import Observer
 from ..ui.view import APP_TOOL
-from ..wire.results import capped_downstream, error_result
+from ..wire.results import error_result
 from ..wire.sdk_compat import connection_key, connection_of
 from .tool_calls import describe_validation_error
 
@@ -80,7 +79,7 @@ def _tool(name: str, description: str, args: type[Any], result: type[Any] | None
     )
 
 
-def _json(result: types.CallToolResult) -> dict[str, Any]:
+def _json(result: types.CallToolResult | types.InputRequiredResult) -> dict[str, Any]:
     # For the stdio pass-through, which answers handshake-era hosts only: their results carry
     # no resultType (the SDK leaves it out for them too).
     return result.model_dump(by_alias=True, mode="json", exclude_none=True, exclude={"result_type"})
@@ -190,7 +189,6 @@ class GatewayTools:
         record_max_chars: int = 20_000,
         startup_budget: float = 5.0,
         observer: Observer | None = None,
-        max_result_bytes: int = LimitsConfig().max_result_bytes,
     ) -> None:
         self.gateway = gateway
         self.observer = observer or Observer()
@@ -201,7 +199,6 @@ class GatewayTools:
         self._record_max_chars = record_max_chars
         self._startup_budget = startup_budget
         self._gathered = False  # the first gathering is over and the catalog says so
-        self._max_result_bytes = max_result_bytes
         # Per handshake-era connection: the exposed names of the tools its latest request
         # context selected, listed to that host beside the ``always`` tools. Kept on the
         # connection object itself (weakly), never by its id: a new connection must not
@@ -368,18 +365,20 @@ class GatewayTools:
         if isinstance(checked, str):
             done(_json(error_result(checked)))
             return _nothing_to_cancel
-        where = f"{checked.server}/{checked.tool}"
+        if not self.gateway.fast_lane(checked.server):
+            return None
 
-        def answered(outcome: dict[str, Any] | GatewayError) -> None:
-            if not isinstance(outcome, GatewayError):
-                done(capped_downstream(where, outcome, self._max_result_bytes))
-            elif name != CALL_TOOL and outcome.error is not None:
-                done(outcome.error)
-            else:
-                done(_json(error_result(str(outcome))))
+        def answered(answer: Answer) -> None:
+            done(answer if isinstance(answer, dict | types.ErrorData) else _json(answer))
 
-        return self.gateway.call_tool_soon(
-            checked.server, checked.tool, checked.arguments, answered, tell
+        return self.gateway.call(
+            checked.server,
+            checked.tool,
+            checked.arguments,
+            answered,
+            as_written=name != CALL_TOOL,
+            plain=True,
+            tell=tell,
         )
 
     def _checked(
@@ -454,26 +453,21 @@ class GatewayTools:
         # The span is current while the call is sent: the SDK passes its trace context on
         # in the request's _meta.traceparent.
         with self.observer.downstream_call(server, tool, configured=configured):
-            try:
-                result = await self.gateway.call_tool(
-                    server, tool, arguments, progress_callback=callback, retry=retry
-                )
-            except GatewayError as exc:
-                self.observer.downstream_failed(server, configured=configured)
-                if as_written and exc.error is not None:
-                    raise MCPError.from_error_data(exc.error) from None
-                return error_result(str(exc))
-            if isinstance(result, types.InputRequiredResult):
-                return result
-            if result.is_error:
-                self.observer.downstream_failed(server, configured=configured)
-            return self._capped(server, tool, result)
-
-    def _capped(self, server: str, tool: str, result: types.CallToolResult) -> types.CallToolResult:
-        """``result`` within ``limits.max_result_bytes``, cut as the broker's own results are."""
-        raw = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-        capped = capped_downstream(f"{server}/{tool}", raw, self._max_result_bytes)
-        return result if capped is raw else types.CallToolResult.model_validate(capped)
+            answer = await self.gateway.call_tool(
+                server,
+                tool,
+                arguments,
+                as_written=as_written,
+                progress_callback=callback,
+                retry=retry,
+            )
+        assert not isinstance(answer, dict)  # not plain: the session's lane answers
+        failed = isinstance(answer, types.ErrorData) or getattr(answer, "is_error", False)
+        if failed:
+            self.observer.downstream_failed(server, configured=configured)
+        if isinstance(answer, types.ErrorData):
+            raise MCPError.from_error_data(answer)
+        return answer
 
     async def _record_call(self, call: _Forward, result: types.CallToolResult) -> None:
         """Record a forwarded call in its session, in one store write on a worker thread

@@ -25,6 +25,13 @@ NODE_BIN = ROOT / "tests" / "downstream" / "node_modules" / ".bin"
 FAST = GatewaySettings(backoff_base=0.2, backoff_max=1.0, debounce=0.05)
 
 
+def tool_error(answer: object) -> str:
+    """The text of the tool error a gateway call was answered with (failing if it was not
+    one): every failure the gateway meets comes back so, naming server and tool."""
+    assert getattr(answer, "is_error", False), answer
+    return str(answer.content[0].text)
+
+
 def executable(path: Path) -> str:
     """``path`` as a command, or fail naming the setup step that installs it."""
     if not path.exists():

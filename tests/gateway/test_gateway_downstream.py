@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 from context_broker.server.embedding import build_embedder
-from context_broker.server.gateway import ExposedTool, GatewayError, GatewaySettings
+from context_broker.server.gateway import ExposedTool, GatewaySettings
 from context_broker.server.settings import AppConfig, DownstreamConfig
 from gateway_env import (
     child_pids,
@@ -19,6 +19,7 @@ from gateway_env import (
     running,
     status_of,
     time_server,
+    tool_error,
 )
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.types import CallToolResult
@@ -71,7 +72,7 @@ async def test_direct_and_proxied_calls_give_the_same_result() -> None:
     servers = {"time": time_server(), "everything": everything_server()}
     async with running(servers) as gw:
         proxied = [await gw.call_tool(s, t, a) for s, t, a in CALLS]
-        lane = [await gw.call_tool_json(s, t, a) for s, t, a in CALLS]
+        lane = [await gw.call_tool(s, t, a, plain=True) for s, t, a in CALLS]
         direct = []
         for name, config in servers.items():
             params = StdioServerParameters(command=config.command or "", args=list(config.args))
@@ -115,14 +116,12 @@ async def test_progress_is_forwarded_and_unknown_targets_are_named() -> None:
             )
         assert not result.is_error
         assert [v for v, _ in seen] == [1, 2, 3] and seen[-1][1] == 3
-        with pytest.raises(GatewayError, match="'nowhere'"):
-            await gw.call_tool("nowhere", "echo", {})
-        with pytest.raises(GatewayError, match="timed out") as info:
-            await gw.call_tool(
-                "everything", "trigger-long-running-operation", {"duration": 5}, timeout=0.3
-            )
-        assert info.value.server == "everything"
-        assert info.value.tool == "trigger-long-running-operation"
+        assert "'nowhere'" in tool_error(await gw.call_tool("nowhere", "echo", {}))
+        late = await gw.call_tool(
+            "everything", "trigger-long-running-operation", {"duration": 5}, timeout=0.3
+        )
+        assert "timed out" in tool_error(late) and "'everything'" in tool_error(late)
+        assert "'trigger-long-running-operation'" in tool_error(late)
 
 
 async def test_a_killed_downstream_is_reported_and_comes_back() -> None:
@@ -137,9 +136,8 @@ async def test_a_killed_downstream_is_reported_and_comes_back() -> None:
         await eventually(lambda: not status_of(gw, "time").connected, within=10)
         status = status_of(gw, "time")
         assert status.last_error and status.state == "reconnecting"
-        with pytest.raises(GatewayError, match="'time'") as info:
-            await gw.call_tool("time", "get_current_time", {"timezone": "UTC"})
-        assert info.value.server == "time"
+        down = await gw.call_tool("time", "get_current_time", {"timezone": "UTC"})
+        assert "'time'" in tool_error(down)
         assert len(gw.catalog) == tools_before  # tools stay, marked unavailable
         assert not any(t.available for t in gw.tools() if t.server == "time")
         echo = await gw.call_tool("everything", "echo", {"message": "still here"})

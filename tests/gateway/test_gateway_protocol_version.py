@@ -11,9 +11,9 @@ from pathlib import Path
 
 import anyio
 import pytest
-from context_broker.server.gateway import Gateway, GatewayError
+from context_broker.server.gateway import Gateway
 from context_broker.server.settings import DownstreamConfig
-from gateway_env import fixture_server, free_port, running, status_of
+from gateway_env import fixture_server, free_port, running, status_of, tool_error
 
 ASKS = Path(__file__).parent / "fixtures" / "asks_host.py"
 
@@ -66,8 +66,8 @@ async def test_a_server_that_keeps_asking_for_input_fails_the_call_not_the_conne
     asks_over_http: str,
 ) -> None:
     async with running({"asks": await _http(asks_over_http)}) as gw:
-        with pytest.raises(GatewayError, match="asked for input 10 times without giving a result"):
-            await gw.call_tool("asks", "keep_asking", {})
+        asked = tool_error(await gw.call_tool("asks", "keep_asking", {}))
+        assert "asked for input 10 times without giving a result" in asked
         assert await _version(gw, "asks") == "2026-07-28"
         assert status_of(gw, "asks").reconnects == 0
 

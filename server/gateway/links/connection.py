@@ -105,6 +105,11 @@ class Connection:
             return await _all_pages(self.session.list_tools, "tools")
 
     @property
+    def fast(self) -> bool:
+        """Whether the server has a fast lane (stdio): :meth:`call_tool_soon` reaches it."""
+        return self._link is not None
+
+    @property
     def modern(self) -> bool:
         """Whether the server is reached on the 2026-07-28 wire."""
         return self.session.discover_result is not None
@@ -274,24 +279,6 @@ class Connection:
                 )
         return result.validate_python(raw, by_name=False)
 
-    async def call_tool_json(
-        self, name: str, arguments: dict[str, Any] | None, *, timeout: float | None
-    ) -> dict[str, Any]:
-        """Call a tool and return its result as a JSON object, checked to be a valid
-        ``CallToolResult``: over stdio on the link's fast lane, as the server sent it; else
-        :meth:`call_tool`'s result."""
-        if self._link is None:
-            outcome = await self.call_tool(name, arguments, timeout=timeout)
-            return outcome.model_dump(by_alias=True, mode="json", exclude_none=True)
-        with self._main.relay.call():
-            result = await self._link.request_json(
-                "tools/call", _call_params(name, arguments), timeout=timeout
-            )
-        checked = _checked_call_result(result)
-        if isinstance(checked, MCPError):
-            raise checked
-        return checked
-
     def call_tool_soon(
         self,
         name: str,
@@ -300,16 +287,16 @@ class Connection:
         *,
         timeout: float | None,
         tell: Callable[[bytes], bool] | None = None,
-    ) -> Callable[[str], None] | None:
-        """:meth:`call_tool_json` without a waiting task (stdio only): the request is written
-        now and ``done`` is called with the checked result or the ``MCPError`` when the
-        answer is read; ``tell`` gets the server's log message lines meanwhile, as sent (see
+    ) -> Callable[[str], None]:
+        """Call a tool on the fast lane (see :attr:`fast`), no task waiting: the request is
+        written now and ``done`` is called with the result (checked to be a valid
+        ``CallToolResult``, as the server sent it) or the ``MCPError`` when the answer is
+        read; ``tell`` gets the server's log message lines meanwhile, as sent (see
         :meth:`StdioLink.request_soon`). Returns the function that gives the call up (with
-        a reason), or None when this connection has no fast lane. Raises ``MCPError`` if it
-        cannot be sent."""
+        a reason). Raises ``MCPError`` if it cannot be sent."""
         link = self._link
         if link is None:
-            return None
+            raise MCPError(types.INTERNAL_ERROR, f"{self.name} has no fast lane")
 
         def checked(outcome: dict[str, Any] | MCPError) -> None:
             done(outcome if isinstance(outcome, MCPError) else _checked_call_result(outcome))

@@ -4,7 +4,7 @@ It does what the SDK's ``stdio_client`` does for the client session (spawn the s
 own process group with the SDK's default environment, newline-delimited JSON-RPC both ways,
 stderr to the given file, and on exit: close stdin, wait, then terminate the process group;
 a small watcher process kills the group when the broker dies without that exit),
-and adds :meth:`StdioLink.request_json`: a request written straight to the server's stdin
+and adds :meth:`StdioLink.request_soon`: a request written straight to the server's stdin
 whose response line is handed back as JSON straight from the reader, never entering the
 session's streams. Forwarded tool calls take it, so the broker's hop costs little more than
 relaying two lines. Timeouts, cancellation and a lost connection behave as the SDK's
@@ -143,27 +143,6 @@ class StdioLink:
         )
         with suppress(MCPError):
             self._send_now(notice)
-
-    async def request_json(
-        self, method: str, params: dict[str, Any], *, timeout: float | None
-    ) -> dict[str, Any]:
-        """:meth:`request_soon`, awaited: the ``result`` object, or the ``MCPError`` raised.
-        A cancelled caller's request is given up as :meth:`cancel_soon` does."""
-        future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
-
-        def settle(outcome: Outcome) -> None:
-            if not future.done():
-                future.set_result(outcome)
-
-        request_id = self.request_soon(method, params, settle, timeout=timeout)
-        try:
-            outcome = await future
-        except asyncio.CancelledError:
-            self.cancel_soon(request_id, "caller cancelled")
-            raise
-        if isinstance(outcome, MCPError):
-            raise outcome
-        return outcome
 
     def _time_out(self, request_id: str, timeout: float) -> None:
         waiter = self._pending.get(request_id)
