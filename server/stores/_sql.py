@@ -2,9 +2,9 @@
 primitive: :data:`Run`, a backend's way to run one statement inside its open transaction.
 
 Both schemas keep turns, messages, calls and usage events in tables of the same names and
-columns (``session_id``, ``seq`` and the record's JSON), so finding and removing damaged
-records and reading and deleting usage events are the same statements; the SQL here uses
-``?`` for a value and each backend's :data:`Run` says it its own way.
+columns (``session_id``, ``seq`` and the record's JSON), so extending a turn, finding and
+removing damaged records and reading and deleting usage events are the same statements; the
+SQL here uses ``?`` for a value and each backend's :data:`Run` says it its own way.
 """
 
 from __future__ import annotations
@@ -13,9 +13,11 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from contextcore.sessions import RequestContext, RequestItem
 from contextcore.store import DamagedRecord, RecordKind
 
 from ._records import damaged_in
+from ._shared import dumps
 
 __all__ = [
     "RECORD_TABLES",
@@ -23,6 +25,7 @@ __all__ = [
     "Run",
     "damaged_rows",
     "delete_usage_rows",
+    "extend_turn_row",
     "remove_damaged_rows",
     "usage_rows",
 ]
@@ -43,9 +46,31 @@ class Rows(Protocol):
 
     def fetchall(self) -> list[Any]: ...
 
+    def fetchone(self) -> Any: ...
+
 
 Run = Callable[[str, Sequence[Any]], Rows]
 """Run one statement (``?`` for each value) inside the open transaction."""
+
+
+def extend_turn_row(
+    run: Run, session_id: str, request_id: str, items: Sequence[RequestItem], lock: str = ""
+) -> RequestContext | None:
+    """Add ``items`` to the first turn recorded for ``request_id`` (its row read with
+    ``lock``, e.g. ``" FOR UPDATE"``); the turn as stored, or None when there is none."""
+    row = run(
+        "SELECT seq, data FROM turns WHERE session_id = ? AND request_id = ? "
+        f"ORDER BY seq LIMIT 1{lock}",
+        (session_id, request_id),
+    ).fetchone()
+    if row is None:
+        return None
+    turn = RequestContext.from_dict(json.loads(row[1])).with_items(tuple(items))
+    run(
+        "UPDATE turns SET data = ? WHERE session_id = ? AND seq = ?",
+        (dumps(turn.to_dict()), session_id, row[0]),
+    )
+    return turn
 
 
 def damaged_rows(run: Run, session_id: str | None) -> list[DamagedRecord]:

@@ -31,7 +31,14 @@ from contextcore.sessions import RequestContext, RequestItem, SessionItem
 from ._postgres_schema import SCHEMA_VERSION, migrate
 from ._records import call_of, decoded, message_of, readable, turn_of
 from ._shared import JsonParts, PartKind, dumps, no_repeats, ref_key
-from ._sql import Run, damaged_rows, delete_usage_rows, remove_damaged_rows, usage_rows
+from ._sql import (
+    Run,
+    damaged_rows,
+    delete_usage_rows,
+    extend_turn_row,
+    remove_damaged_rows,
+    usage_rows,
+)
 from ._urls import describe_url, scrub
 
 __all__ = ["SCHEMA_VERSION", "PostgresSessionStore"]
@@ -256,20 +263,7 @@ class _PostgresRecords(JsonParts):
         self, session_id: str, request_id: str, items: Sequence[RequestItem]
     ) -> RequestContext | None:
         with self._tx() as cur:
-            cur.execute(
-                "SELECT seq, data FROM turns WHERE session_id = %s AND request_id = %s "
-                "ORDER BY seq LIMIT 1 FOR UPDATE",
-                (session_id, request_id),
-            )
-            row = cur.fetchone()
-            if row is None:
-                return None
-            turn = RequestContext.from_dict(json.loads(row[1])).with_items(tuple(items))
-            cur.execute(
-                "UPDATE turns SET data = %s WHERE session_id = %s AND seq = %s",
-                (dumps(turn.to_dict()), session_id, row[0]),
-            )
-            return turn
+            return extend_turn_row(_run(cur), session_id, request_id, items, " FOR UPDATE")
 
     def _turns(self, sql: str, args: tuple[Any, ...]) -> list[RequestContext]:
         """The turns a ``SELECT seq, data`` query finds in session ``args[0]``."""

@@ -35,7 +35,13 @@ from contextcore.sessions import RequestContext, RequestItem, SessionItem
 
 from ._records import call_of, decoded, message_of, readable, turn_of
 from ._shared import JsonParts, PartKind, dumps
-from ._sql import damaged_rows, delete_usage_rows, remove_damaged_rows, usage_rows
+from ._sql import (
+    damaged_rows,
+    delete_usage_rows,
+    extend_turn_row,
+    remove_damaged_rows,
+    usage_rows,
+)
 from ._sqlite_schema import SCHEMA_VERSION, open_checked
 
 __all__ = ["SqliteSessionStore"]
@@ -263,19 +269,7 @@ class _SqliteRecords(JsonParts):
         self, session_id: str, request_id: str, items: Sequence[RequestItem]
     ) -> RequestContext | None:
         with self._write() as db:
-            row = db.execute(
-                "SELECT seq, data FROM turns WHERE session_id = ? AND request_id = ? "
-                "ORDER BY seq LIMIT 1",
-                (session_id, request_id),
-            ).fetchone()
-            if row is None:
-                return None
-            turn = RequestContext.from_dict(json.loads(row[1])).with_items(tuple(items))
-            db.execute(
-                "UPDATE turns SET data = ? WHERE session_id = ? AND seq = ?",
-                (dumps(turn.to_dict()), session_id, row[0]),
-            )
-        return turn
+            return extend_turn_row(db.execute, session_id, request_id, items)
 
     def turns(
         self, session_id: str, offset: int = 0, limit: int | None = None
@@ -354,25 +348,19 @@ class _SqliteRecords(JsonParts):
     ) -> tuple[frozenset[str], frozenset[str]]:
         ids, calls = list(dict.fromkeys(message_ids)), list(dict.fromkeys(call_ids))
         with self._read() as db:
-            found = {
-                r[0]
-                for chunk in _chunks(ids)
-                for r in db.execute(
-                    "SELECT message_id FROM messages WHERE session_id = ? AND message_id IN "
-                    f"({','.join('?' * len(chunk))})",
-                    (session_id, *chunk),
-                )
-            }
-            found_calls = {
-                r[0]
-                for chunk in _chunks(calls)
-                for r in db.execute(
-                    "SELECT call_id FROM message_calls WHERE session_id = ? AND call_id IN "
-                    f"({','.join('?' * len(chunk))})",
-                    (session_id, *chunk),
-                )
-            }
-        return frozenset(found), frozenset(found_calls)
+            found = _in_chunks(
+                db,
+                "SELECT message_id FROM messages WHERE session_id = ? AND message_id",
+                session_id,
+                ids,
+            )
+            found_calls = _in_chunks(
+                db,
+                "SELECT call_id FROM message_calls WHERE session_id = ? AND call_id",
+                session_id,
+                calls,
+            )
+        return frozenset(r[0] for r in found), frozenset(r[0] for r in found_calls)
 
     def replace_messages(self, session_id: str, messages: Sequence[store.MessageRecord]) -> None:
         with self._write() as db:
@@ -467,15 +455,10 @@ class _SqliteRecords(JsonParts):
     def get_embeddings(self, model: str, hashes: Iterable[str]) -> dict[str, bytes]:
         keys = list(dict.fromkeys(hashes))
         with self._read() as db:
-            return {
-                h: bytes(v)
-                for chunk in _chunks(keys)
-                for h, v in db.execute(
-                    "SELECT hash, vector FROM embeddings WHERE model = ? AND hash IN "
-                    f"({','.join('?' * len(chunk))})",
-                    (model, *chunk),
-                )
-            }
+            found = _in_chunks(
+                db, "SELECT hash, vector FROM embeddings WHERE model = ? AND hash", model, keys
+            )
+        return {h: bytes(v) for h, v in found}
 
     def put_embeddings(self, model: str, vectors: Mapping[str, bytes]) -> None:
         with self._write() as db:
@@ -613,9 +596,16 @@ def _count(db: sqlite3.Connection, session_id: str, messages: int, tokens: int) 
     )
 
 
-def _chunks(values: list[str], size: int = 500) -> Iterator[list[str]]:
+def _in_chunks(
+    db: sqlite3.Connection, select: str, key: str, values: list[str], size: int = 500
+) -> list[tuple[Any, ...]]:
+    """The rows of ``select ... IN (values)`` for ``key``, asked ``size`` values at a time
+    (SQLite limits a statement's parameters)."""
+    rows: list[tuple[Any, ...]] = []
     for i in range(0, len(values), size):
-        yield values[i : i + size]
+        chunk = values[i : i + size]
+        rows += db.execute(f"{select} IN ({','.join('?' * len(chunk))})", (key, *chunk))
+    return rows
 
 
 def _insert_header(db: sqlite3.Connection, header: store.SessionHeader) -> None:
