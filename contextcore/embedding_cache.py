@@ -19,6 +19,7 @@ import numpy as np
 
 from .embedding import Vectors
 from .errors import ContextCoreError
+from .store_roles import EmbeddingRecords
 
 __all__ = [
     "EmbeddingCache",
@@ -65,20 +66,12 @@ class MemoryEmbeddingCache:
             self._rows[(model, h)] = vec
 
 
-class SharedVectors(Protocol):
-    """The part of a session store that holds embeddings (float32 bytes by text hash)."""
-
-    def get_embeddings(self, model: str, hashes: Iterable[str]) -> dict[str, bytes]: ...
-
-    def put_embeddings(self, model: str, vectors: Mapping[str, bytes]) -> None: ...
-
-
 class StoreEmbeddingCache:
     """The cache kept in a shared session store (PostgreSQL, Redis): what one replica embedded,
     every other replica reads instead of embedding it again. A store that cannot be reached
     costs re-embedding, never a search (logged)."""
 
-    def __init__(self, store: SharedVectors) -> None:
+    def __init__(self, store: EmbeddingRecords) -> None:
         self._store = store
 
     def get_many(self, model: str, hashes: Iterable[str]) -> dict[str, Vectors]:

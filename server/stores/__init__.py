@@ -19,6 +19,7 @@ from context_broker.server.settings import AppConfig
 from contextcore.errors import ConfigError
 from contextcore.memory_store import MemorySessionStore
 from contextcore.store import SessionStore, StoreError
+from contextcore.store_roles import StoreHealth
 
 __all__ = ["build_store", "check_store"]
 
@@ -98,7 +99,7 @@ def build_store(config: AppConfig) -> SessionStore:
     return factory(config)
 
 
-def check_store(store: SessionStore) -> str | None:
+def check_store(store: StoreHealth) -> str | None:
     """Why the store cannot take writes right now, or None when it can (for ``check``)."""
     try:
         store.check_writable()
