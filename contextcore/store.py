@@ -14,6 +14,11 @@ records so that an operation reads and writes only what it touches:
     calls       recorded proxied calls                                 (append only)
     usage       usage events, optionally without a session             (append only)
 
+A backend gives :class:`SessionStore` an object for each role, in the constructor's order;
+one object may play every role (``SessionStore(*[records] * ROLES)``, which mypy checks
+against each role). A caller holds the :class:`SessionStore` or, where it uses one kind of
+record, only that role's object (``store.embeddings``).
+
 Contract every backend keeps (``tests/store`` checks it on each one):
 
 - A write is durable when it returns (committed, and synced where the backend syncs).
