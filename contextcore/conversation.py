@@ -20,6 +20,7 @@ from typing import Any
 
 from .items import ItemRef
 from .store import SessionStore
+from .store_roles import MessageLog
 
 __all__ = ["MAX_CONVERSATION_TURNS", "Recent", "dependence", "recent_turns"]
 
@@ -114,7 +115,7 @@ _RECORDS_PER_MESSAGE = 6
 
 
 def _history_tail(
-    store: SessionStore, session_id: str, count: int, message: str
+    store: MessageLog, session_id: str, count: int, message: str
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The last ``count`` user messages of the stored history and the tools called in
     the records read (the tail only)."""
