@@ -43,7 +43,7 @@ class MemorySessionStore(store.SessionStore):
         super().__init__(*[records] * store.ROLES)  # one object plays every role
 
 
-class _MemoryRecords:
+class _MemoryRecords(store.JsonParts):
     """Every role's records of one in-memory store, under one lock."""
 
     def __init__(self) -> None:
@@ -219,29 +219,21 @@ class _MemoryRecords:
                 rec.call_ids.difference_update(old.call_ids)
             return len(gone)
 
-    def history_state(self, session_id: str) -> dict[str, Any] | None:
+    # -- small JSON parts (history_state, snapshot and their updates: JsonParts) -----------
+
+    def _part(self, session_id: str, kind: store.PartKind) -> dict[str, Any] | None:
         with self._lock:
             found = self._sessions.get(session_id)
-            return found.history if found else None
+            return getattr(found, kind) if found else None
 
-    def update_history_state(
-        self, session_id: str, change: store.JsonChange
+    def _update_part(
+        self, session_id: str, kind: store.PartKind, change: store.JsonChange
     ) -> dict[str, Any] | None:
         with self._lock:
             rec = self._get(session_id)
-            rec.history = change(rec.history)
-            return rec.history
-
-    def snapshot(self, session_id: str) -> dict[str, Any] | None:
-        with self._lock:
-            found = self._sessions.get(session_id)
-            return found.snapshot if found else None
-
-    def update_snapshot(self, session_id: str, change: store.JsonChange) -> dict[str, Any] | None:
-        with self._lock:
-            rec = self._get(session_id)
-            rec.snapshot = change(rec.snapshot)
-            return rec.snapshot
+            updated = change(getattr(rec, kind))
+            setattr(rec, kind, updated)
+            return updated
 
     def append_call(self, session_id: str, call: Mapping[str, Any]) -> int:
         with self._lock:

@@ -65,6 +65,7 @@ from .store_records import (
     DamagedRecord,
     JsonChange,
     MessageRecord,
+    PartKind,
     RecordedCall,
     RecordKind,
     SessionHeader,
@@ -87,7 +88,9 @@ __all__ = [
     "DamagedRecord",
     "DuplicateRecord",
     "JsonChange",
+    "JsonParts",
     "MessageRecord",
+    "PartKind",
     "RecordKind",
     "RecordedCall",
     "SessionHeader",
@@ -161,6 +164,36 @@ class DamageLog:
         with self._lock:
             for r in records:
                 self._found.get(r.session_id, {}).pop((r.kind, r.seq), None)
+
+
+class JsonParts:
+    """The :class:`~contextcore.store_roles.SessionParts` role, written once for every
+    backend on two operations of its own: ``_part`` (read one small JSON part of a session)
+    and ``_update_part`` (change one inside a write transaction)."""
+
+    def _part(self, session_id: str, kind: PartKind) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def _update_part(
+        self, session_id: str, kind: PartKind, change: JsonChange
+    ) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def history_state(self, session_id: str) -> dict[str, Any] | None:
+        """The history state (summary, collapsed groups, clear point, shape) or None."""
+        return self._part(session_id, "history")
+
+    def update_history_state(self, session_id: str, change: JsonChange) -> dict[str, Any] | None:
+        """Replace the history state by ``change(current)`` atomically; returns the result."""
+        return self._update_part(session_id, "history", change)
+
+    def snapshot(self, session_id: str) -> dict[str, Any] | None:
+        """The task snapshot as JSON, or None."""
+        return self._part(session_id, "snapshot")
+
+    def update_snapshot(self, session_id: str, change: JsonChange) -> dict[str, Any] | None:
+        """Replace the task snapshot by ``change(current)`` atomically; returns the result."""
+        return self._update_part(session_id, "snapshot", change)
 
 
 class SessionStore:

@@ -19,6 +19,7 @@ __all__ = [
     "DamagedRecord",
     "JsonChange",
     "MessageRecord",
+    "PartKind",
     "RecordKind",
     "RecordedCall",
     "SessionHeader",
@@ -27,6 +28,9 @@ __all__ = [
 JsonChange = Callable[[dict[str, Any] | None], dict[str, Any] | None]
 
 RecordKind = Literal["turn", "message", "call"]
+
+PartKind = Literal["history", "snapshot"]
+"""A session's two small JSON parts: the history state and the task snapshot."""
 
 
 @dataclass(frozen=True)

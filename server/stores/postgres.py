@@ -30,7 +30,7 @@ from contextcore.sessions import RequestContext, RequestItem, SessionItem
 
 from ._postgres_schema import SCHEMA_VERSION, migrate
 from ._records import call_of, decoded, message_of, readable, turn_of
-from ._shared import JsonParts, PartKind, dumps, no_repeats, ref_key
+from ._shared import dumps, no_repeats, ref_key
 from ._sql import (
     Run,
     damaged_rows,
@@ -66,7 +66,7 @@ class PostgresSessionStore(store.SessionStore):
         self.where = records.where
 
 
-class _PostgresRecords(JsonParts):
+class _PostgresRecords(store.JsonParts):
     """Every role's records of one PostgreSQL database, on a pool of connections."""
 
     def __init__(self, url: str, *, max_connections: int = 16, timeout: float = 10.0) -> None:
@@ -420,7 +420,7 @@ class _PostgresRecords(JsonParts):
 
     # -- small JSON parts (history_state, snapshot and their updates: JsonParts) -----------
 
-    def _part(self, session_id: str, kind: PartKind) -> dict[str, Any] | None:
+    def _part(self, session_id: str, kind: store.PartKind) -> dict[str, Any] | None:
         with self._tx() as cur:
             cur.execute(
                 "SELECT data FROM session_parts WHERE session_id = %s AND kind = %s",
@@ -430,7 +430,7 @@ class _PostgresRecords(JsonParts):
         return json.loads(row[0]) if row else None
 
     def _update_part(
-        self, session_id: str, kind: PartKind, change: store.JsonChange
+        self, session_id: str, kind: store.PartKind, change: store.JsonChange
     ) -> dict[str, Any] | None:
         with self._tx() as cur:
             self._lock(cur, session_id)
@@ -592,7 +592,7 @@ def _insert_usage(
 
 
 def _change_part(
-    cur: psycopg.Cursor[Any], session_id: str, kind: PartKind, change: store.JsonChange
+    cur: psycopg.Cursor[Any], session_id: str, kind: store.PartKind, change: store.JsonChange
 ) -> dict[str, Any] | None:
     """Replace a small JSON part by ``change(current)`` inside the open transaction, which
     holds the session's row."""

@@ -55,7 +55,7 @@ from ._records import (
     turn_of,
 )
 from ._redis_scripts import SCRIPTS
-from ._shared import JsonParts, PartKind, dumps, no_repeats, ref_key
+from ._shared import dumps, no_repeats, ref_key
 from ._urls import describe_url, scrub
 
 __all__ = ["SCHEMA_VERSION", "RedisSessionStore"]
@@ -92,7 +92,7 @@ class RedisSessionStore(store.SessionStore):
         self.where = records.where
 
 
-class _RedisRecords(JsonParts):
+class _RedisRecords(store.JsonParts):
     """Every role's records of one Redis server, on one client."""
 
     def __init__(self, url: str, *, timeout: float = 10.0) -> None:
@@ -420,13 +420,13 @@ class _RedisRecords(JsonParts):
 
     # -- small JSON parts (history_state, snapshot and their updates: JsonParts) -----------
 
-    def _part(self, session_id: str, kind: PartKind) -> dict[str, Any] | None:
+    def _part(self, session_id: str, kind: store.PartKind) -> dict[str, Any] | None:
         with self._guard():
             data = self._r.hget(_Keys(session_id).parts, kind)
         return None if data is None else json.loads(data)
 
     def _update_part(
-        self, session_id: str, kind: PartKind, change: store.JsonChange
+        self, session_id: str, kind: store.PartKind, change: store.JsonChange
     ) -> dict[str, Any] | None:
         k = _Keys(session_id)
         result: list[dict[str, Any] | None] = []

@@ -34,7 +34,7 @@ from contextcore.items import ItemRef, parse_item_type
 from contextcore.sessions import RequestContext, RequestItem, SessionItem
 
 from ._records import call_of, decoded, message_of, readable, turn_of
-from ._shared import JsonParts, PartKind, dumps
+from ._shared import dumps
 from ._sql import (
     damaged_rows,
     delete_usage_rows,
@@ -77,7 +77,7 @@ class SqliteSessionStore(store.SessionStore):
         return self._records.describe()
 
 
-class _SqliteRecords(JsonParts):
+class _SqliteRecords(store.JsonParts):
     """Every role's records of one SQLite file, on one connection guarded by a lock."""
 
     def __init__(self, path: Path) -> None:
@@ -395,7 +395,7 @@ class _SqliteRecords(JsonParts):
 
     # -- small JSON parts (history_state, snapshot and their updates: JsonParts) -----------
 
-    def _part(self, session_id: str, part: PartKind) -> dict[str, Any] | None:
+    def _part(self, session_id: str, part: store.PartKind) -> dict[str, Any] | None:
         with self._read() as db:
             row = db.execute(
                 "SELECT data FROM session_parts WHERE session_id = ? AND part = ?",
@@ -404,7 +404,7 @@ class _SqliteRecords(JsonParts):
         return json.loads(row[0]) if row else None
 
     def _update_part(
-        self, session_id: str, part: PartKind, change: store.JsonChange
+        self, session_id: str, part: store.PartKind, change: store.JsonChange
     ) -> dict[str, Any] | None:
         with self._write() as db:
             _require(db, session_id)
@@ -557,7 +557,7 @@ def _insert_usage(db: sqlite3.Connection, session_id: str | None, event: Mapping
 
 
 def _change_part(
-    db: sqlite3.Connection, session_id: str, part: PartKind, change: store.JsonChange
+    db: sqlite3.Connection, session_id: str, part: store.PartKind, change: store.JsonChange
 ) -> dict[str, Any] | None:
     """Replace a small JSON part by ``change(current)`` inside the open transaction."""
     row = db.execute(
