@@ -47,6 +47,7 @@ Needs scripts/setup-downstream.sh; the FastMCP row needs ``.venv-bench`` with ``
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
 import statistics
@@ -149,17 +150,35 @@ Call = Callable[[], Awaitable[Any]]
 BLOCK = 25
 
 
+@functools.cache
+def _package_of(checkout: Path) -> Path:
+    """A folder whose ``context_broker`` package is ``checkout``'s ``server`` and ``tools``:
+    the editable install maps those names to this repository's folders, and a folder on
+    ``PYTHONPATH`` is searched before that mapping."""
+    root = Path(tempfile.mkdtemp(prefix="cb-bench-"))
+    package = root / "context_broker"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    for name in ("server", "tools"):
+        (package / name).symlink_to(checkout.resolve() / name)
+    return root
+
+
 def _broker_env(checkout: Path, **extra: str) -> dict[str, str]:
     """The environment of a broker run from ``checkout``: that checkout's code first on the
     path, no ``CONTEXT_BROKER_*`` setting from outside but ``extra``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONTEXT_BROKER_")}
-    return {**env, "PYTHONPATH": str(checkout), **extra}
+    path = os.pathsep.join((str(_package_of(checkout)), str(checkout)))
+    return {**env, "PYTHONPATH": path, **extra}
 
 
 def _checkout(path: Path) -> str:
     """``path``'s commit (``+`` if its code has uncommitted changes), once a python started
     as its brokers are is seen to import ``path``'s own code."""
-    probe = "import contextcore, server; print(server.__file__); print(contextcore.__file__)"
+    probe = (
+        "import contextcore, context_broker.server as s, context_broker.tools as t; "
+        "print(s.__file__); print(t.__file__); print(contextcore.__file__)"
+    )
     found = subprocess.run(
         [BROKER, "-c", probe], cwd=path, env=_broker_env(path), capture_output=True, check=True
     ).stdout.decode()
