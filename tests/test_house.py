@@ -1,11 +1,15 @@
 """The house rules the code keeps, checked on every run: rooms in server/ (at most 12 modules
 at its top), no function over 60 lines, no import circle between modules of the product, and
-server/'s layers that only look down (:data:`SERVER_LAYERS`), and no function on a downstream
-call's paths (:data:`CALL_PATHS`) that production code never calls."""
+server/'s layers that only look down (:data:`SERVER_LAYERS`), no function on a downstream
+call's paths (:data:`CALL_PATHS`) that production code never calls, and no store protocol of
+more than twelve methods."""
 
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
+import typing
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,6 +50,9 @@ CALL_PATHS = (
     "server/wire/results.py",
 )
 """The modules a downstream tool call passes through, from the host's bytes to the server's."""
+MAX_STORE_METHODS = 12
+STORE_MODULES = ("contextcore.store", "contextcore.store_roles", "contextcore.store_records")
+"""Where the session store's protocols live."""
 
 
 def _modules() -> dict[str, Path]:
@@ -245,3 +252,22 @@ def test_the_caller_check_finds_a_chain_only_a_docstring_or_tests_start() -> Non
     )
     defined = {"used": "used", "spare": "spare", "chained": "chained"}
     assert _uncalled(defined, [source]) == ["chained", "spare"]
+
+
+def _protocol_methods(protocol: type) -> set[str]:
+    """Every method a protocol asks for, those it inherits included."""
+    names: set[str] = set()
+    for cls in protocol.__mro__:
+        if cls not in (object, typing.Protocol, typing.Generic):
+            names |= {n for n, v in vars(cls).items() if callable(v) and n[:1] != "_"}
+    return names
+
+
+def test_the_largest_store_protocol_has_at_most_twelve_methods() -> None:
+    """The session store is built from role protocols, none wider than twelve methods."""
+    sizes = {}
+    for name in STORE_MODULES:
+        for value in vars(importlib.import_module(name)).values():
+            if inspect.isclass(value) and getattr(value, "_is_protocol", False):
+                sizes[f"{name}.{value.__qualname__}"] = len(_protocol_methods(value))
+    assert sizes and max(sizes.values()) <= MAX_STORE_METHODS, sizes
