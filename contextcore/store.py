@@ -370,9 +370,11 @@ class SessionStore:
         self.health.close()
 
 
-def load_session(store: SessionStore, session_id: str) -> Session | None:
-    """A whole session (header, items and turns) for reports and exports; reads the turn
-    log, so never call it on a request's path."""
+def load_session(
+    store: SessionStore, session_id: str, *, with_turns: bool = True
+) -> Session | None:
+    """A whole session (header, items and, ``with_turns``, turns) for reports and exports;
+    reads the turn log, so never call it on a request's path with turns."""
     header = store.header(session_id)
     if header is None:
         return None
@@ -381,7 +383,7 @@ def load_session(store: SessionStore, session_id: str) -> Session | None:
         agent=header.agent,
         created_at=header.created_at,
         items=store.items(session_id),
-        turns=tuple(store.turns(session_id)),
+        turns=tuple(store.turns(session_id)) if with_turns else (),
         removed=header.removed,
         preset=header.preset,
         profile=header.profile,

@@ -308,7 +308,7 @@ def _readable_part(
     """A session whose turn log could not be read whole: its turns read one by one, each
     unreadable one left out and named; the whole session left out if even that fails."""
     try:
-        header = _session_without_turns(store, sid)
+        header = load_session(store, sid, with_turns=False)
         count = store.turn_count(sid)
     except _UNREADABLE as again:
         warnings.append(f"session {sid!r} skipped: {_reason(again)}")
@@ -323,22 +323,6 @@ def _readable_part(
         except _UNREADABLE as bad:
             warnings.append(f"session {sid!r}: stored turn {position} skipped: {_reason(bad)}")
     return replace(header, turns=tuple(turns))
-
-
-def _session_without_turns(store: SessionStore, sid: str) -> Session | None:
-    """A session's header and items (no turn log), or None when there is no such session."""
-    header = store.header(sid)
-    if header is None:
-        return None
-    return Session(
-        session_id=header.session_id,
-        agent=header.agent,
-        created_at=header.created_at,
-        items=store.items(sid),
-        removed=header.removed,
-        preset=header.preset,
-        profile=header.profile,
-    )
 
 
 def sessions_of(store: SessionStore, session_id: str | None = None) -> list[Session]:
