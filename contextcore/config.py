@@ -32,12 +32,12 @@ __all__ = [
     "InlineItem",
     "LearningConfig",
     "LimitsConfig",
+    "ListedTools",
     "PersistenceConfig",
     "ProfileConfig",
     "SearchConfig",
     "SourcesConfig",
     "SummarizerConfig",
-    "ListedTools",
     "load_config",
     "parse_config",
 ]

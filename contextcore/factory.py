@@ -28,9 +28,9 @@ from .store import SessionStore
 
 __all__ = [
     "Parts",
-    "build_parts",
     "build_cache",
     "build_learner",
+    "build_parts",
     "build_search",
     "load_items",
     "search_settings",
