@@ -47,7 +47,6 @@ Needs scripts/setup-downstream.sh; the FastMCP row needs ``.venv-bench`` with ``
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import re
 import statistics
@@ -65,6 +64,7 @@ import anyio
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _checkouts import python_path
 from context_broker.server.gateway import Gateway
 from context_broker.server.settings import DownstreamConfig
 from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -150,26 +150,11 @@ Call = Callable[[], Awaitable[Any]]
 BLOCK = 25
 
 
-@functools.cache
-def _package_of(checkout: Path) -> Path:
-    """A folder whose ``context_broker`` package is ``checkout``'s ``server`` and ``tools``:
-    the editable install maps those names to this repository's folders, and a folder on
-    ``PYTHONPATH`` is searched before that mapping."""
-    root = Path(tempfile.mkdtemp(prefix="cb-bench-"))
-    package = root / "context_broker"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    for name in ("server", "tools"):
-        (package / name).symlink_to(checkout.resolve() / name)
-    return root
-
-
 def _broker_env(checkout: Path, **extra: str) -> dict[str, str]:
     """The environment of a broker run from ``checkout``: that checkout's code first on the
     path, no ``CONTEXT_BROKER_*`` setting from outside but ``extra``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONTEXT_BROKER_")}
-    path = os.pathsep.join((str(_package_of(checkout)), str(checkout)))
-    return {**env, "PYTHONPATH": path, **extra}
+    return {**env, "PYTHONPATH": python_path(checkout), **extra}
 
 
 def _checkout(path: Path) -> str:

