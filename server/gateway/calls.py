@@ -9,7 +9,7 @@ JSON-RPC error the server answered with).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -19,7 +19,7 @@ from ..wire.results import capped_downstream, error_result
 from .errors import GatewayError
 from .trust.secrets import Redactor
 
-__all__ = ["Answer", "AnswerFn", "Cancel", "Outcome", "awaited", "shaped"]
+__all__ = ["Answer", "AnswerFn", "Cancel", "Outcome", "Runner", "awaited", "shaped"]
 
 Answer = types.CallToolResult | types.InputRequiredResult | dict[str, Any] | types.ErrorData
 """What a host is answered with: the downstream's result (as the SDK's model, or on the stdio
@@ -28,6 +28,8 @@ result, or the JSON-RPC error the server answered a call made as written with.""
 AnswerFn = Callable[[Answer], None]
 Cancel = Callable[[str], None]
 """Gives a call up (with the reason): its answer never comes."""
+Runner = Callable[[Callable[[], Awaitable[None]]], None]
+"""Takes the work of a call that needs a task (its session's lane), to run it."""
 
 Outcome = types.CallToolResult | types.InputRequiredResult | dict[str, Any] | GatewayError
 
@@ -53,19 +55,23 @@ def shaped(
     return outcome if capped is raw else types.CallToolResult.model_validate(capped)
 
 
-async def awaited(start: Callable[[AnswerFn], Cancel]) -> Answer:
-    """The answer of the call ``start(done)`` makes, awaited; a cancelled caller gives the
-    call up."""
+async def awaited(start: Callable[[AnswerFn, Runner], Cancel]) -> Answer:
+    """The answer of the call ``start(done, run)`` makes, awaited: work the call hands to
+    ``run`` (its session's lane) runs here, in the caller's own task; a call answered
+    elsewhere (the fast lane) is waited for. A cancelled caller gives the call up."""
     answers: list[Answer] = []
     answered = anyio.Event()
+    work: list[Callable[[], Awaitable[None]]] = []
 
     def done(answer: Answer) -> None:
         if not answers:
             answers.append(answer)
             answered.set()
 
-    cancel = start(done)
+    cancel = start(done, work.append)
     try:
+        for step in work:
+            await step()
         await answered.wait()
     finally:
         if not answers:

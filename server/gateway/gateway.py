@@ -29,7 +29,7 @@ from contextcore.catalog import Catalog
 from contextcore.items import Tool
 
 from ._proxy import ResourceProxy
-from .calls import Answer, AnswerFn, Cancel, Outcome, awaited, shaped
+from .calls import Answer, AnswerFn, Cancel, Outcome, Runner, awaited, shaped
 from .errors import GatewayError
 from .links.connection import Connection
 from .links.supervisor import Supervisor
@@ -246,20 +246,22 @@ class Gateway:
         retry: Mapping[str, Any] | None = None,
         tell: Callable[[bytes], bool] | None = None,
         timeout: float | None = None,
+        run: Runner | None = None,
     ) -> Cancel:
         """Call ``tool`` (original or exposed name) on ``server``: the one way a downstream
         tool is called. ``done`` gets the :data:`.calls.Answer` once, shaped by
         :func:`.calls.shaped` (masked, capped, a failure mapped: ``as_written`` keeps a
-        JSON-RPC error of the server as it sent it). Returns the function that gives the call
-        up (``done`` is then never called).
+        JSON-RPC error of the server as it sent it). Returns what gives the call up (``done``
+        is then never called).
 
         A ``plain`` call needs nothing from a session (no host to relay the server's
         questions to, no ``progress``, no ``retry``): to a server with a fast lane (stdio) it
         is written on that lane and answered where the answer is read, no task waiting, and
         ``tell`` gets the server's log message lines meanwhile (masked). Any other call goes
         over the server's session as the host's (see :meth:`Connection.call_tool`: its
-        ``_meta``, ``retry``, the questions relayed) in a task of the gateway's that sees the
-        caller's context. ``timeout``: the server's own unless given."""
+        ``_meta``, ``retry``, the questions relayed), run by ``run`` (:func:`.calls.awaited`
+        runs it in the caller's task), else in a task of the gateway's that sees the caller's
+        context. ``timeout``: the server's own unless given."""
         shape = self._shaper(f"{server}/{tool}", as_written)
         try:
             state = self._servers.get(server)
@@ -283,15 +285,9 @@ class Gateway:
             except MCPError as exc:
                 settle(exc)
                 return _no_cancel
-        send = partial(
-            conn.call_tool,
-            original,
-            arguments,
-            timeout=limit,
-            progress_callback=self._redacted_progress(progress),
-            retry=retry,
-        )
-        return self._in_task(send, settle)
+        redacted = self._redacted_progress(progress)
+        send = partial(conn.call_tool, original, arguments, timeout=limit, retry=retry)
+        return self._in_task(partial(send, progress_callback=redacted), settle, run)
 
     async def call_tool(
         self,
@@ -309,7 +305,7 @@ class Gateway:
         questions, or ``as_written`` the server's JSON-RPC error). Cancelling the caller
         cancels the downstream request."""
         return await awaited(
-            lambda done: self.call(
+            lambda done, run: self.call(
                 server,
                 tool,
                 arguments,
@@ -319,6 +315,7 @@ class Gateway:
                 progress=progress_callback,
                 retry=retry,
                 timeout=timeout,
+                run=run,
             )
         )
 
@@ -333,25 +330,30 @@ class Gateway:
         self,
         send: Callable[[], Awaitable[types.CallToolResult | types.InputRequiredResult]],
         settle: Callable[[Outcome | BaseException], None],
+        run: Runner | None,
     ) -> Cancel:
-        """Run ``send`` in a task of the gateway's (it sees the caller's context: the host it
-        is made for, the trace); ``settle`` gets its result or error, or a ``GatewayError``
-        when the gateway stops first. Returns what cancels it."""
+        """Have ``send`` run by ``run`` (the awaiting caller's own task, see
+        :func:`.calls.awaited`), else in a task of the gateway's that sees the caller's
+        context (the host it is made for, the trace); ``settle`` gets its result or error, or
+        a ``GatewayError`` when it is cancelled from outside (the gateway stops, the caller
+        gives up). Returns what gives it up."""
         scope = anyio.CancelScope()
 
-        async def run() -> None:
-            outcome: Outcome | BaseException = GatewayError("the gateway stopped")
+        async def work() -> None:
             try:
                 with scope:
-                    outcome = await send()
+                    settle(await send())
             except Exception as exc:
-                outcome = exc
-            finally:
-                if not scope.cancel_called:
-                    settle(outcome)
+                settle(exc)
+            except BaseException:
+                settle(GatewayError("the call was cancelled before it was answered"))
+                raise
 
+        if run is not None:
+            run(work)
+            return lambda reason: scope.cancel()
         try:
-            self.spawn(run)
+            self.spawn(work)
         except GatewayError as exc:
             settle(exc)
             return _no_cancel
