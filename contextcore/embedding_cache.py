@@ -17,7 +17,7 @@ from typing import Protocol
 
 import numpy as np
 
-from .embedding import Vectors
+from .embedding import Embedder, Vectors
 from .errors import ContextCoreError
 from .store_roles import EmbeddingRecords
 
@@ -26,6 +26,7 @@ __all__ = [
     "MemoryEmbeddingCache",
     "SqliteEmbeddingCache",
     "StoreEmbeddingCache",
+    "embed_cached",
     "text_hash",
 ]
 
@@ -37,6 +38,24 @@ _CORRUPT = ("SQLITE_NOTADB", "SQLITE_CORRUPT")
 def text_hash(text: str) -> str:
     """The cache key of a chunk text."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def embed_cached(
+    cache: EmbeddingCache, embedder: Embedder, texts: Mapping[str, str]
+) -> tuple[dict[str, Vectors], int]:
+    """The vector of every text of ``texts`` (by its :func:`text_hash`), read from ``cache``
+    first; the misses are embedded in one batch, shortest first (similar lengths batched
+    together: less padding, fewer tokens through the model), and put in the cache. Also
+    returns how many were embedded."""
+    model = embedder.model_name
+    known = cache.get_many(model, list(texts)) if texts else {}
+    todo = sorted((h for h in texts if h not in known), key=lambda h: len(texts[h]))
+    if todo:
+        fresh = embedder.embed([texts[h] for h in todo])
+        new = {h: fresh[i] for i, h in enumerate(todo)}
+        cache.put_many(model, new)
+        known.update(new)
+    return known, len(todo)
 
 
 class EmbeddingCache(Protocol):

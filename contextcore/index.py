@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from .chunking import item_chunks
 from .embedding import Embedder, Vectors
-from .embedding_cache import EmbeddingCache, text_hash
+from .embedding_cache import EmbeddingCache, embed_cached, text_hash
 from .items import ContextItem, ItemRef
 from .lexical import Bm25Index
 
@@ -105,24 +105,15 @@ class ChunkIndex:
         if not self._pending:
             return None
         pending = [self._entries[r] for r in sorted(self._pending)]
-        hashes = list(dict.fromkeys(h for e in pending for h in e.hashes))
-        model = embedder.model_name
-        known = self._cache.get_many(model, hashes) if hashes else {}
         texts = {h: c for e in pending for h, c in zip(e.hashes, e.chunks, strict=True)}
-        # Similar lengths batched together: less padding, so fewer tokens through the model.
-        todo = sorted((h for h in hashes if h not in known), key=lambda h: len(texts[h]))
-        if todo:
-            fresh = embedder.embed([texts[h] for h in todo])
-            new = {h: fresh[i] for i, h in enumerate(todo)}
-            self._cache.put_many(model, new)
-            known.update(new)
+        known, embedded = embed_cached(self._cache, embedder, texts)
         for entry in pending:
             entry.vectors = np.stack([known[h] for h in entry.hashes]).astype(np.float32)
         self._pending.clear()
         self._layout = None
-        log.debug("embedded %d chunks (%d cached)", len(todo), len(hashes) - len(todo))
+        log.debug("embedded %d chunks (%d cached)", embedded, len(texts) - embedded)
         chunk_count = sum(len(e.chunks) for e in self._entries.values())
-        return IndexStats(len(self._entries), chunk_count, len(todo), len(hashes) - len(todo))
+        return IndexStats(len(self._entries), chunk_count, embedded, len(texts) - embedded)
 
     def layout(self) -> Layout:
         """The arrays searched; dense rows only when every entry has vectors."""

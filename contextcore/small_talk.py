@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .embedding import Embedder, Vectors
-from .embedding_cache import EmbeddingCache, text_hash
+from .embedding_cache import EmbeddingCache, MemoryEmbeddingCache, embed_cached, text_hash
 
 __all__ = ["SmallTalk", "load_phrases"]
 
@@ -48,7 +48,8 @@ class SmallTalk:
         self, phrases: tuple[str, ...] | None = None, cache: EmbeddingCache | None = None
     ) -> None:
         self.phrases = load_phrases() if phrases is None else phrases
-        self._cache = cache  # the search's embedding cache: replicas sharing it embed once
+        # The search's embedding cache: replicas sharing it embed the phrases once.
+        self._cache = cache if cache is not None else MemoryEmbeddingCache()
         self._vectors: npt.NDArray[np.float32] | None = None
         self._model = ""
         self._lock = threading.Lock()
@@ -63,16 +64,8 @@ class SmallTalk:
             return self._vectors
 
     def _embedded(self, embedder: Embedder) -> Vectors:
-        model = embedder.model_name
         hashes = [text_hash(p) for p in self.phrases]
-        known = self._cache.get_many(model, hashes) if self._cache is not None else {}
-        todo = [(h, p) for h, p in zip(hashes, self.phrases, strict=True) if h not in known]
-        if todo:
-            fresh = embedder.embed([p for _, p in todo])
-            new = {h: fresh[i] for i, (h, _) in enumerate(todo)}
-            if self._cache is not None:
-                self._cache.put_many(model, new)
-            known = {**known, **new}
+        known, _ = embed_cached(self._cache, embedder, dict(zip(hashes, self.phrases, strict=True)))
         return np.stack([known[h] for h in hashes]).astype(np.float32)
 
     def judge(
