@@ -274,6 +274,7 @@ class ContextBroker:
         min_score_tools: float | None = None,
         intents: Sequence[str] | None = None,
         conversation: float | None = None,
+        continues: bool = False,
     ) -> RequestContext:
         """Session items plus the agent items search selects for ``message`` and the host's
         planned ``intents`` (each step searched; an item records the step that brought it);
@@ -283,7 +284,12 @@ class ContextBroker:
         ``conversation`` (0 to 1) is how much the session's recent turns count for a
         follow-up (default: the preset's ``conversation_weight``; 0 selects exactly as in a
         fresh session); the turns whose messages brought items in are recorded in
-        ``context_turns`` and on those items (``via="conversation"``)."""
+        ``context_turns`` and on those items (``via="conversation"``).
+
+        ``continues``: the host passed the ``session_id`` of an earlier result, so this turn
+        continues that conversation (see :func:`earlier_in_conversation`): the items its
+        earlier texts gave in full are recorded in ``given`` (the text names them in one
+        line), and further candidates they named are not named again."""
         session = self.session(session_id)
         self._check_message(message)
         steps = check_intents(intents)
@@ -314,7 +320,18 @@ class ContextBroker:
                 + ", ".join(self.catalog.pending)
             )
         mode = result.mode if result is not None else None
-        return self._record_turn(session, message, items, mode, warnings, chosen, steps, candidates)
+        context = self._turn(session, message, items, mode, warnings, chosen, steps, candidates)
+        if continues:
+            context = _continued(context, self._earlier(session.session_id))
+        self.store.append_turn(session.session_id, context)
+        return context
+
+    def _earlier(self, session_id: str) -> tuple[set[ItemRef], set[ItemRef]]:
+        """What the earlier texts of the conversation a turn continues gave in full and
+        named one line each (see :func:`earlier_in_conversation`)."""
+        total = self.store.turn_count(session_id)
+        start = max(0, total - CONVERSATION_LOOKBACK)
+        return earlier_in_conversation(self.store.turns(session_id, start, total - start))
 
     def _within_reach(
         self, result: SearchResult, items: Sequence[RequestItem], steps: tuple[str, ...]
@@ -341,7 +358,7 @@ class ContextBroker:
             for c in chosen
         )
 
-    def _record_turn(
+    def _turn(
         self,
         session: Session,
         message: str,
@@ -352,9 +369,8 @@ class ContextBroker:
         steps: tuple[str, ...],
         candidates: tuple[RequestItem, ...] = (),
     ) -> RequestContext:
-        """The request context of a turn, with the choice in force, appended to its session's
-        turn log."""
-        context = RequestContext(
+        """The request context of a turn, with the choice in force."""
+        return RequestContext(
             new_request_id(),
             session.session_id,
             self._stamp(),
@@ -369,8 +385,6 @@ class ContextBroker:
             profile=session.profile,
             candidates=candidates,
         )
-        self.store.append_turn(session.session_id, context)
-        return context
 
     def _recent(self, session_id: str, message: str, weight: float) -> Recent:
         """The recent turns a follow-up may lean on (none read when the weight is 0)."""
@@ -508,6 +522,45 @@ def _found_items(
         )
         for h in result.hits
     ]
+
+
+CONVERSATION_LOOKBACK = 50
+"""The most earlier turns a continuing turn reads to learn what its conversation was given:
+a turn's cost does not grow with the session's age, and a text more than this many turns
+back is one a host has most likely compacted."""
+
+
+def earlier_in_conversation(
+    turns: Sequence[RequestContext],
+) -> tuple[set[ItemRef], set[ItemRef]]:
+    """The items given in full and the candidates named by the texts of the conversation
+    that ends ``turns`` (oldest first): the last turns back to the latest one that started
+    a conversation (built without a ``session_id``), that one included. An item a text
+    named as given earlier had been given in full before it, so every item counts."""
+    given: set[ItemRef] = set()
+    named: set[ItemRef] = set()
+    for turn in reversed(turns):
+        given.update(row.ref for row in turn.items)
+        named.update(row.ref for row in turn.candidates)
+        if not turn.continues:
+            break
+    return given, named
+
+
+def _continued(
+    context: RequestContext, earlier: tuple[set[ItemRef], set[ItemRef]]
+) -> RequestContext:
+    """``context`` as a turn continuing a conversation whose texts gave ``earlier``."""
+    given, named = earlier
+    seen = given | named
+    fresh = tuple(row for row in context.candidates if row.ref not in seen)
+    return replace(
+        context,
+        continues=True,
+        given=tuple(row.ref for row in context.items if row.ref in given),
+        candidates=fresh,
+        named_before=len(context.candidates) - len(fresh),
+    )
 
 
 def _context_turns(items: Iterable[RequestItem]) -> tuple[str, ...]:

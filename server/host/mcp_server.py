@@ -60,8 +60,9 @@ INSTRUCTIONS = (
     "(your plan as short steps) for a task of several actions. Its text holds the rules to "
     "follow, the references to use and the tools to call: the best with their input "
     "schemas, more named one line each (get_context_items gives any tool's schema). Call a "
-    "tool by the name shown or through call_tool. Pass the session_id a result names to keep "
-    "one conversation's turns together."
+    "tool by the name shown or through call_tool. Later in the same conversation, pass the "
+    "session_id the first result named: what earlier texts gave is then named, not repeated. "
+    "Leave it out in a new conversation, or once the earlier results were dropped from it."
 )
 MODEL_TOOLS = (BUILD_REQUEST_CONTEXT.name, GET_CONTEXT_ITEMS.name, CALL_TOOL, APP_TOOL.name)
 """What ``tools = "model"`` lists: what a model needs to work (and the request-context view's
