@@ -92,10 +92,33 @@ def estimate_tokens(text: str) -> int:
 
 
 def schema_text(schema: object) -> str:
-    """An input schema as compact JSON, keys in the order the server wrote them."""
+    """An input schema as compact JSON, keys in the order the server wrote them, without
+    the ``title`` of the schema and of its parts (a label generated from a name the schema
+    already gives; a property named ``title`` stays)."""
     return json.dumps(
-        schema, ensure_ascii=False, separators=(",", ":"), sort_keys=False, default=_plain
+        _untitled(schema), ensure_ascii=False, separators=(",", ":"), sort_keys=False,
+        default=_plain,
     )
+
+
+def _untitled(schema: object, depth: int = 0) -> object:
+    if depth > 64 or not isinstance(schema, Mapping):
+        return schema
+    out: dict[str, object] = {}
+    for key, value in schema.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key in ("properties", "$defs", "definitions", "patternProperties") and isinstance(
+            value, Mapping
+        ):
+            out[key] = {name: _untitled(sub, depth + 1) for name, sub in value.items()}
+        elif isinstance(value, Mapping):
+            out[key] = _untitled(value, depth + 1)
+        elif isinstance(value, list | tuple):
+            out[key] = [_untitled(v, depth + 1) for v in value]
+        else:
+            out[key] = value
+    return out
 
 
 def _plain(value: object) -> object:
@@ -213,6 +236,24 @@ def reach_section(
     return [REACH_TITLE, *(() if told else (REACH_INTRO,)), *lines]
 
 
+DIRECTORY_TITLE = "## Every other tool, by server"
+DIRECTORY_INTRO = (
+    'get_context_items(keys=["<server>/<tool>"]) gives one\'s input schema; then call it '
+    "with call_tool."
+)
+
+
+def directory_section(context: RequestContext) -> list[str]:
+    """A small catalog's other tools, one line per server (none: an empty list)."""
+    if not context.directory:
+        return []
+    by_server: dict[str, list[str]] = {}
+    for ref in context.directory:
+        by_server.setdefault(inline(ref.server or ""), []).append(inline(ref.name))
+    lines = [f"- server {server}: " + ", ".join(names) for server, names in by_server.items()]
+    return [DIRECTORY_TITLE, DIRECTORY_INTRO, *lines]
+
+
 def _gave_tools(context: RequestContext) -> bool:
     """Whether an earlier text of the conversation gave a tool in full (and so said how to
     call one)."""
@@ -322,7 +363,7 @@ def render_context(
         else:
             kept.append((row, block, cost))
             budget -= cost
-    reach = reach_section(context, lookup, directory, line_chars)
+    reach = reach_section(context, lookup, directory, line_chars) + directory_section(context)
     while True:
         text = _assemble(
             fixed, kept, listed, reach, omitted, warnings, max_tokens, context.intents,

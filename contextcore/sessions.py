@@ -139,6 +139,9 @@ class RequestContext:
     one line instead of giving them again."""
     named_before: int = 0
     """Further candidates left out because an earlier text of this conversation named them."""
+    directory: tuple[ItemRef, ...] = ()
+    """The other tools of a small catalog, named by server in a conversation's first text
+    (see ``ReachSettings.directory_tokens``)."""
 
     def with_items(self, found: tuple[RequestItem, ...]) -> RequestContext:
         """This request context with ``found`` added, except items it already holds."""
@@ -170,6 +173,7 @@ class RequestContext:
             **({"continues": True} if self.continues else {}),
             **({"given": [r.to_dict() for r in self.given]} if self.given else {}),
             **({"named_before": self.named_before} if self.named_before else {}),
+            **({"directory": [r.to_dict() for r in self.directory]} if self.directory else {}),
         }
 
     @classmethod
@@ -194,6 +198,10 @@ class RequestContext:
                 for r in row.get("given", ())
             ),
             named_before=int(row.get("named_before", 0)),
+            directory=tuple(
+                ItemRef(parse_item_type(r["type"]), r["name"], r.get("server"))
+                for r in row.get("directory", ())
+            ),
         )
 
 

@@ -13,7 +13,7 @@ from ..catalog import Catalog
 from ..context_text import estimate_tokens
 from ..conversation import Recent, dependence, recent_turns
 from ..errors import SearchInputError, SessionError
-from ..items import ContextItem, ItemRef, ItemType, parse_item_type
+from ..items import ContextItem, ItemRef, ItemType, Tool, for_model, parse_item_type
 from ..memory_store import MemorySessionStore
 from ..presets import PresetName, Selection, parse_preset, resolve
 from ..profiles import Profile, Profiles
@@ -102,7 +102,8 @@ class ContextBroker:
     def _always_refs(self, profile: Profile | None = None) -> list[ItemRef]:
         version = self.catalog.version
         if self._always[0] != version:
-            self._always = (version, [i.ref for i in self.catalog.with_mode("always")])
+            always = self.catalog.with_mode("always")
+            self._always = (version, [i.ref for i in always if for_model(i)])
         refs = self._always[1]
         return refs if profile is None else [r for r in refs if profile.allows(r)]
 
@@ -323,8 +324,32 @@ class ContextBroker:
         context = self._turn(session, message, items, mode, warnings, chosen, steps, candidates)
         if continues:
             context = _continued(context, self._earlier(session.session_id))
+        else:
+            named = {row.ref for row in (*context.items, *context.candidates)}
+            shown = self.profile(session.profile)
+            directory = self._directory(named | self.excluded(shown))
+            context = replace(context, directory=directory) if directory else context
         self.store.append_turn(session.session_id, context)
         return context
+
+    def _directory(self, leave_out: set[ItemRef]) -> tuple[ItemRef, ...]:
+        """Every other tool a model may call, when naming them by server fits the
+        directory's budget (a small catalog); else none."""
+        budget = self.search.settings.reach.directory_tokens * 4  # in characters
+        tools = [
+            t.ref
+            for t in self.catalog.items(["tool"])
+            if isinstance(t, Tool) and t.enabled and not t.app_only
+            and t.effective_include != "always" and t.ref not in leave_out
+        ]
+        size = 0
+        servers: set[str | None] = set()
+        for ref in tools:
+            size += len(ref.name) + 2 + (0 if ref.server in servers else 16 + len(ref.server or ""))
+            servers.add(ref.server)
+            if size > budget:
+                return ()
+        return tuple(tools)
 
     def _earlier(self, session_id: str) -> tuple[set[ItemRef], set[ItemRef]]:
         """What the earlier texts of the conversation a turn continues gave in full and
@@ -542,6 +567,7 @@ def earlier_in_conversation(
     for turn in reversed(turns):
         given.update(row.ref for row in turn.items)
         named.update(row.ref for row in turn.candidates)
+        named.update(turn.directory)
         if not turn.continues:
             break
     return given, named
@@ -550,10 +576,14 @@ def earlier_in_conversation(
 def _continued(
     context: RequestContext, earlier: tuple[set[ItemRef], set[ItemRef]]
 ) -> RequestContext:
-    """``context`` as a turn continuing a conversation whose texts gave ``earlier``."""
+    """``context`` as a turn continuing a conversation whose texts gave ``earlier``: what
+    they gave is named, and only new candidates are, none when every tool it selected was
+    given before."""
     given, named = earlier
     seen = given | named
     fresh = tuple(row for row in context.candidates if row.ref not in seen)
+    if all(row.ref in given for row in context.items if row.ref.type == "tool"):
+        fresh = ()  # the tools it needs were given: the earlier candidates are still named
     return replace(
         context,
         continues=True,

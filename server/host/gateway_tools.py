@@ -420,8 +420,20 @@ class GatewayTools:
         config = self.gateway.server_config(server)
         refusal = call_refusal(self.broker, sid, server, tool, config)
         if refusal is None and name == CALL_TOOL:
+            refusal = self._app_only(server, tool)
+        if refusal is None:
             refusal = self._schema_problem(server, tool, arguments)
         return _Forward(server, tool, arguments, sid) if refusal is None else f"{name}: {refusal}"
+
+    def _app_only(self, server: str, tool: str) -> str | None:
+        """Why ``call_tool`` refuses a tool marked for its MCP App alone (None: it is not)."""
+        item = self.broker.catalog.get(ItemRef("tool", tool, server))
+        if not isinstance(item, Tool) or not item.app_only:
+            return None
+        return (
+            f"tool {tool!r} of server {server!r} is for its MCP App alone "
+            "(_meta.ui.visibility leaves out the model); the App calls it by its listed name"
+        )
 
     def _schema_problem(self, server: str, tool: str, arguments: dict[str, Any]) -> str | None:
         """What is wrong with ``arguments`` for the tool's input schema (None: nothing, or the
