@@ -183,21 +183,36 @@ def within_reach(
 ) -> list[Candidate]:
     """The candidates to name, in ``pools``' order: each once, none of ``held`` (already in
     the request context), at most ``settings.per_server`` per server, within
-    ``settings.tokens`` as ``cost`` counts a line."""
+    ``settings.tokens`` as ``cost`` counts a line. Then, with what budget is left, the
+    candidates of a server that holds nearly every tool (``uncapped``) past that cap: the
+    other servers keep their places first."""
     budget = settings.tokens
     seen = set(held)
     per_server: dict[str | None, int] = {}
     out: list[Candidate] = []
+    overflow: list[Candidate] = []
     for candidate in pools:
         ref = candidate.ref
-        capped = not candidate.uncapped and per_server.get(ref.server, 0) >= settings.per_server
-        if ref in seen or capped:
+        if ref in seen:
+            continue
+        if per_server.get(ref.server, 0) >= settings.per_server:
+            if candidate.uncapped:
+                overflow.append(candidate)
+            continue
+        price = cost(candidate)
+        if price > budget:
+            return out
+        budget -= price
+        seen.add(ref)
+        per_server[ref.server] = per_server.get(ref.server, 0) + 1
+        out.append(candidate)
+    for candidate in overflow:
+        if candidate.ref in seen:
             continue
         price = cost(candidate)
         if price > budget:
             break
         budget -= price
-        seen.add(ref)
-        per_server[ref.server] = per_server.get(ref.server, 0) + 1
+        seen.add(candidate.ref)
         out.append(candidate)
     return out
