@@ -103,6 +103,7 @@ def build_runtime(config: AppConfig, config_path: Path) -> Runtime:
         record_max_chars=config.gateway.record_max_chars,
         startup_budget=config.gateway.startup_budget,
         observer=observer,
+        relist_selected=config.server.relist_selected,
     )
     serving = functools.partial(
         build_server,

@@ -62,6 +62,12 @@ class ServerConfig(ConfigModel):
     # work: build_request_context, get_context_items and call_tool), "all", or a list of names.
     # Every broker tool answers a call by its name whatever is listed.
     tools: ListedTools = "model"
+    # A handshake-era host (one host per connection) is also listed the tools its latest
+    # request context selected, with tools/list_changed; the text then names those its list
+    # has instead of describing them. Off by default: over a conversation the text alone
+    # costs less (benchmarks/conversation_bill.py --relist), and one connection of a
+    # desktop host serves every conversation.
+    relist_selected: bool = False
     http: HttpConfig = HttpConfig()
 
 

@@ -101,11 +101,15 @@ def _connection_key(session: ServerSession | None) -> int:
 
 
 class GatewayDirectory:
-    """How a host calls downstream tools: by their exposed names, ``always`` ones listed."""
+    """How a host calls downstream tools: by their exposed names, ``always`` ones listed
+    (and, seen from one connection, the selected tools that host re-listed)."""
 
-    def __init__(self, gateway: Gateway, catalog: Catalog) -> None:
+    def __init__(
+        self, gateway: Gateway, catalog: Catalog, relisted: Callable[[], frozenset[str]] = frozenset
+    ) -> None:
         self._gateway = gateway
         self._catalog = catalog
+        self._relisted = relisted
 
     def exposed_name(self, ref: ItemRef) -> str | None:
         if ref.type != "tool" or ref.server is None:
@@ -114,12 +118,18 @@ class GatewayDirectory:
 
     def listed(self, ref: ItemRef) -> bool:
         item = self._catalog.get(ref)
+        name = self.exposed_name(ref)
         return (
             item is not None
             and item.enabled
-            and item.effective_include == "always"
-            and self.exposed_name(ref) is not None
+            and name is not None
+            and (item.effective_include == "always" or name in self._relisted())
         )
+
+    def for_connection(self, relisted: Callable[[], frozenset[str]]) -> GatewayDirectory:
+        """This directory as one connection sees it: ``relisted`` gives the selected tools
+        its host has fetched in its tool list since they were announced."""
+        return GatewayDirectory(self._gateway, self._catalog, relisted)
 
 
 class HostNotifier:
@@ -189,9 +199,11 @@ class GatewayTools:
         record_max_chars: int = 20_000,
         startup_budget: float = 5.0,
         observer: Observer | None = None,
+        relist_selected: bool = False,
     ) -> None:
         self.gateway = gateway
         self.observer = observer or Observer()
+        self.relist_selected = relist_selected
         self.broker = broker
         self.history = history
         self.notifier = notifier
@@ -204,6 +216,9 @@ class GatewayTools:
         # connection object itself (weakly), never by its id: a new connection must not
         # inherit a closed one's selection when the id is reused.
         self._selected: WeakKeyDictionary[object, tuple[str, ...]] = WeakKeyDictionary()
+        # Per connection: the selected tools its host has fetched in a tools/list since they
+        # were announced, which its request-context texts name instead of describing.
+        self._fetched: WeakKeyDictionary[object, frozenset[str]] = WeakKeyDictionary()
         self._asking = Asking(gateway.spawn)
         self._fixed = [
             _tool(CALL_TOOL, CALL_TOOL_DESCRIPTION, CallToolArgs, None),
@@ -232,6 +247,8 @@ class GatewayTools:
             return []
         await self.startup()
         selected = set(self._selected.get(connection_of(session), ())) if session else set()
+        if session is not None and self.relist_selected:
+            self._fetched[connection_of(session)] = frozenset(selected)
         listed = [
             t
             for t in self.gateway.tools()
@@ -241,10 +258,19 @@ class GatewayTools:
         ]
         return [*self._fixed, *(t.as_mcp_tool() for t in listed)]
 
+    def directory_for(self, session: object) -> GatewayDirectory:
+        """The tool directory as the host connection of ``session`` sees it."""
+        key = connection_of(session)
+        return self.directory.for_connection(lambda: self._fetched.get(key, frozenset()))
+
     async def context_built(self, session: ServerSession | None, context: RequestContext) -> None:
         """List the tools of a connection's latest request context to that host (handshake
         era, one host per connection) and tell it with ``tools/list_changed``."""
-        if session is None or session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        if (
+            not self.relist_selected
+            or session is None
+            or session.protocol_version in MODERN_PROTOCOL_VERSIONS
+        ):
             return
         names = tuple(
             sorted(

@@ -140,6 +140,7 @@ def build_server(
         observer=observer,
         on_context=on_context,
         profile=name,
+        directory_for=gateway_tools.directory_for if gateway_tools is not None else None,
     )
     prompt = ContextPrompt(broker, directory, on_context, name)
     server: Server[Any] = Server(
