@@ -73,6 +73,16 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
     ("new instructions", r"\bnew\s+instructions?\s*:|\byou\s+are\s+now\s+(?:a|an|in)\b"),
     ("model control token", r"<\|[a-z_]{2,20}\|>|\[/?inst\]|\[/?system\]"),
     ("hidden marker", r"<!--"),
+    (
+        # A line written as the request-context text's own headings: its sections, a rule's
+        # "### 010 name" or a tool's "### name (server ...". The text writes every downstream
+        # name and description on one line, so such a line never stands there; the
+        # definition still tried.
+        "markup of the broker's context text",
+        r"(?:^|\n)[ \t]{0,3}#{1,6}[ \t]{1,4}(?:rules\b|references\b|tools\b|context for\b|"
+        r"more tools\b|not included\b|warnings\b|every other tool\b|given earlier\b|"
+        r"\d{3}[ \t]|[^\s(]{1,80}[ \t]\(server[ \t])",
+    ),
 )
 _SCANNERS = tuple((name, re.compile(rx)) for name, rx in _PATTERNS)
 
