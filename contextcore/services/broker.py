@@ -315,6 +315,11 @@ class ContextBroker:
         if result is not None:
             items += _found_items(result, steps, recent)
             candidates = self._within_reach(result, items, steps)
+        for server, reason in self.catalog.unavailable.items():
+            warnings.append(
+                f"downstream server {server!r} is not running ({reason}); its tools cannot be "
+                "selected or called until it is (list_servers shows its state)"
+            )
         if self.catalog.pending:
             warnings.append(
                 "downstream servers still connecting, their tools were not searched: "
