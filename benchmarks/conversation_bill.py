@@ -26,8 +26,8 @@ Sets: ``reference`` and ``example``, the 60 conversations of benchmarks/conversa
 (needed: the tools each earlier turn called, and for the last turn one of its gold tools) on
 the reference servers' tools alone (five servers, 50 tools) and on config.example.toml with
 them (its rules and references too); ``mcp-bench-plans``, the shared mcp-bench tasks played
-one planned step per turn (the task with its plan, then each step as a message; needed: every
-gold tool, over the conversation); ``one-server``, every mcp-bench tool behind one server
+one planned step per turn (the task, then each step of its plan as a message; reach: the
+gold tools some text of the conversation named); ``one-server``, every mcp-bench tool behind one server
 (257 tools), the tasks' single requests (reach of that one turn). ``--split`` keeps
 conversations by the sha256 of their first message as benchmarks/reach.py does (tune on dev,
 quote holdout).
@@ -112,8 +112,10 @@ def planned_tasks(server: str | None = None) -> list[list[Turn]]:
             out.append([Turn(row["query"], gold)])
             continue
         steps = tuple(row.get("intents") or ())
-        turns = [Turn(row["query"], gold, steps[:1])]
-        turns += [Turn(step, gold) for step in steps[1:]]
+        # The task, then each step; reach is counted over the whole conversation: the gold
+        # tools some text of it named by the last turn.
+        turns = [Turn(row["query"], ())] + [Turn(step, ()) for step in steps]
+        turns[-1] = dataclasses.replace(turns[-1], needed=gold)
         out.append(turns)
     return out
 

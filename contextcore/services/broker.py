@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -327,12 +327,14 @@ class ContextBroker:
             )
         mode = result.mode if result is not None else None
         context = self._turn(session, message, items, mode, warnings, chosen, steps, candidates)
+        earlier = self._earlier(session.session_id) if continues else Earlier()
         if continues:
-            context = _continued(context, self._earlier(session.session_id))
-        else:
+            context = _continued(context, earlier)
+        if not earlier.directory:  # no text of this conversation named the catalog yet
             named = {row.ref for row in (*context.items, *context.candidates)}
             shown = self.profile(session.profile)
-            directory = self._directory(named | self.excluded(shown))
+            leave_out = named | earlier.given | earlier.named | self.excluded(shown)
+            directory = self._directory(leave_out)
             context = replace(context, directory=directory) if directory else context
         self.store.append_turn(session.session_id, context)
         return context
@@ -356,9 +358,9 @@ class ContextBroker:
                 return ()
         return tuple(tools)
 
-    def _earlier(self, session_id: str) -> tuple[set[ItemRef], set[ItemRef]]:
-        """What the earlier texts of the conversation a turn continues gave in full and
-        named one line each (see :func:`earlier_in_conversation`)."""
+    def _earlier(self, session_id: str) -> Earlier:
+        """What the earlier texts of the conversation a turn continues gave (see
+        :func:`earlier_in_conversation`)."""
         total = self.store.turn_count(session_id)
         start = max(0, total - CONVERSATION_LOOKBACK)
         return earlier_in_conversation(self.store.turns(session_id, start, total - start))
@@ -560,39 +562,46 @@ a turn's cost does not grow with the session's age, and a text more than this ma
 back is one a host has most likely compacted."""
 
 
-def earlier_in_conversation(
-    turns: Sequence[RequestContext],
-) -> tuple[set[ItemRef], set[ItemRef]]:
-    """The items given in full and the candidates named by the texts of the conversation
-    that ends ``turns`` (oldest first): the last turns back to the latest one that started
-    a conversation (built without a ``session_id``), that one included. An item a text
-    named as given earlier had been given in full before it, so every item counts."""
+@dataclass(frozen=True)
+class Earlier:
+    """What the earlier texts of a conversation gave: items in full, further candidates
+    named one line each, and whether one named a small catalog's every tool."""
+
+    given: frozenset[ItemRef] = frozenset()
+    named: frozenset[ItemRef] = frozenset()
+    directory: bool = False
+
+
+def earlier_in_conversation(turns: Sequence[RequestContext]) -> Earlier:
+    """What the texts of the conversation that ends ``turns`` (oldest first) gave: the last
+    turns back to the latest one that started a conversation (built without a
+    ``session_id``), that one included. An item a text named as given earlier had been
+    given in full before it, so every item counts."""
     given: set[ItemRef] = set()
     named: set[ItemRef] = set()
+    directory = False
     for turn in reversed(turns):
         given.update(row.ref for row in turn.items)
         named.update(row.ref for row in turn.candidates)
         named.update(turn.directory)
+        directory = directory or bool(turn.directory)
         if not turn.continues:
             break
-    return given, named
+    return Earlier(frozenset(given), frozenset(named), directory)
 
 
-def _continued(
-    context: RequestContext, earlier: tuple[set[ItemRef], set[ItemRef]]
-) -> RequestContext:
+def _continued(context: RequestContext, earlier: Earlier) -> RequestContext:
     """``context`` as a turn continuing a conversation whose texts gave ``earlier``: what
     they gave is named, and only new candidates are, none when every tool it selected was
     given before."""
-    given, named = earlier
-    seen = given | named
+    seen = earlier.given | earlier.named
     fresh = tuple(row for row in context.candidates if row.ref not in seen)
-    if all(row.ref in given for row in context.items if row.ref.type == "tool"):
+    if all(row.ref in earlier.given for row in context.items if row.ref.type == "tool"):
         fresh = ()  # the tools it needs were given: the earlier candidates are still named
     return replace(
         context,
         continues=True,
-        given=tuple(row.ref for row in context.items if row.ref in given),
+        given=tuple(row.ref for row in context.items if row.ref in earlier.given),
         candidates=fresh,
         named_before=len(context.candidates) - len(fresh),
     )
