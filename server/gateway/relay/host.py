@@ -49,7 +49,7 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 
-from ...wire.sdk_compat import connection_key, connection_of
+from ...wire.sdk_compat import connection_of, connection_token, request_holder
 
 __all__ = ["Host", "Relay", "calling_for", "current_host", "set_log_level", "severity", "shown"]
 
@@ -85,8 +85,15 @@ class Host:
     answer; None for a handshake-era host, asked on its connection."""
 
     @property
-    def key(self) -> int:
-        return connection_key(self.session)
+    def key(self) -> str:
+        """The host connection's key, which no later connection can have."""
+        return connection_token(self.session)
+
+    @property
+    def holder(self) -> str:
+        """Who may hand back what this request was given (a ``requestState``): over HTTP
+        whoever holds the bearer token it carried, else the stream it came on."""
+        return request_holder(self.session)
 
     @property
     def modern(self) -> bool:
@@ -193,7 +200,7 @@ class Relay:
     def __init__(self, server: str, timeout: float) -> None:
         self._server = server
         self._timeout = timeout
-        self._inflight: dict[int, Host | None] = {}  # None: a request made for no host
+        self._inflight: dict[int, Host | None] = {}  # by ticket; None: made for no host
         # The host connections that made requests on this session, while they live.
         self._users: WeakSet[object] = WeakSet()
         self._ids = itertools.count()

@@ -25,7 +25,7 @@ import anyio
 import mcp_types as types
 from mcp import ClientSession
 
-from ...wire.sdk_compat import connection_key, connection_of
+from ...wire.sdk_compat import connection_of, connection_token
 from ..errors import GatewayError
 from ..links.connection import Connection
 from ..server_state import ServerTable
@@ -64,17 +64,17 @@ class _Hosts:
     """Host connections by exposed resource URI, and the downstream resource each names."""
 
     def __init__(self) -> None:
-        self._hosts: dict[str, dict[int, HostSession]] = {}
+        self._hosts: dict[str, dict[str, HostSession]] = {}
         self._targets: dict[str, Target] = {}
-        self._uris: dict[int, set[str]] = {}  # host connection -> the URIs it subscribed to
+        self._uris: dict[str, set[str]] = {}  # host connection -> the URIs it subscribed to
         self._counts: Counter[str] = Counter()  # server -> subscriptions hosts hold on it
 
     def has(self, uri: str, host: HostSession) -> bool:
-        return connection_key(host) in self._hosts.get(uri, {})
+        return connection_token(host) in self._hosts.get(uri, {})
 
     def held(self, host: HostSession) -> list[str]:
         """The URIs ``host`` is subscribed to."""
-        return sorted(self._uris.get(connection_key(host), ()))
+        return sorted(self._uris.get(connection_token(host), ()))
 
     def on_server(self, server: str) -> int:
         """How many subscriptions all hosts together hold on ``server``'s resources."""
@@ -85,7 +85,7 @@ class _Hosts:
         before (the broker then subscribes on the resource's server)."""
         hosts = self._hosts.setdefault(uri, {})
         first = not hosts
-        key = connection_key(host)
+        key = connection_token(host)
         if key not in hosts:
             self._counts[target[0]] += 1
         hosts[key] = host
@@ -97,7 +97,7 @@ class _Hosts:
         """Forget ``host``'s subscription to ``uri``; the downstream resource when no host
         wants its updates any more (the broker then unsubscribes there), else None."""
         hosts = self._hosts.get(uri)
-        key = connection_key(host)
+        key = connection_token(host)
         if hosts is None or hosts.pop(key, None) is None:
             return None
         self._drop_uri(key, uri)
@@ -113,7 +113,7 @@ class _Hosts:
         if self._counts[server] <= 0:
             del self._counts[server]
 
-    def _drop_uri(self, key: int, uri: str) -> None:
+    def _drop_uri(self, key: str, uri: str) -> None:
         uris = self._uris.get(key)
         if uris is not None:
             uris.discard(uri)
@@ -142,7 +142,7 @@ class _Hosts:
                     self._forget(uri, key)
         return told
 
-    def _forget(self, uri: str, key: int) -> None:
+    def _forget(self, uri: str, key: str) -> None:
         hosts = self._hosts.get(uri, {})
         if hosts.pop(key, None) is not None:
             self._uncount(uri)
@@ -171,7 +171,7 @@ class Subscriptions:
         self._max_per_server = max_per_server
         self._hosts = _Hosts()
         self._subscribed_on: dict[str, Connection] = {}  # server -> where its subscriptions are
-        self._watched: set[int] = set()  # host connections whose leaving releases theirs
+        self._watched: set[str] = set()  # host connections whose leaving releases theirs
 
     def subscribable(self) -> bool:
         """Whether hosts may subscribe to downstream resources: some server declared
@@ -252,14 +252,14 @@ class Subscriptions:
         """Release ``host``'s subscriptions when its connection closes: on the SDK
         connection's own teardown (a host that has none, such as a listen stream, releases
         its own)."""
-        key = connection_key(host)
+        key = connection_token(host)
         teardown = getattr(connection_of(host), "exit_stack", None)
         if key in self._watched or not isinstance(teardown, AsyncExitStack):
             return
         self._watched.add(key)
         teardown.push_async_callback(self._left, host, key)
 
-    async def _left(self, host: HostSession, key: int) -> None:
+    async def _left(self, host: HostSession, key: str) -> None:
         self._watched.discard(key)
         released = await self.release(host)
         if released:
