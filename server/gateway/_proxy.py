@@ -192,6 +192,7 @@ class ResourceProxy:
         it listed (listing again once if need be); ``UnknownToolError`` for any other, which
         a ``downstream://`` URI can name but no server offered."""
         target = await self._resource_target(uri)
+        self._servers.get(target[0])  # a server the config does not have: said so
         for fresh in (False, True):
             if fresh:
                 await self.list_resources()
