@@ -16,6 +16,7 @@ import anyio
 import httpx2
 import mcp_types as types
 import pytest
+from context_broker.server.gateway.relay.host import Host
 from mcp import Client, ClientSession, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
@@ -170,3 +171,26 @@ async def test_a_request_state_one_host_was_given_redeems_nothing_for_another(
         assert refused.value.error.code == types.INVALID_PARAMS, refused.value.error
         done = await answer(alice, "Ada")
         assert isinstance(done, types.CallToolResult) and _text(done) == "accept: Ada", done
+
+
+class _Connection:
+    """What a host connection's session objects share (the SDK's ``Connection``)."""
+
+
+class _Session:
+    def __init__(self, connection: _Connection) -> None:
+        self._connection = connection
+
+
+def test_a_new_host_connection_never_takes_the_key_of_a_closed_one() -> None:
+    """Lanes, relays and subscriptions know a host connection by its key: a connection that
+    opens after another closed (and may sit at the same address) never gets the other's."""
+    keys: set[object] = set()
+    for _ in range(64):
+        connection = _Connection()
+        first = Host(_Session(connection), 1)  # type: ignore[arg-type]
+        again = Host(_Session(connection), 2)  # type: ignore[arg-type]
+        assert first.key == again.key  # every request of one connection: one key
+        keys.add(first.key)
+        del first, again, connection
+    assert len(keys) == 64
