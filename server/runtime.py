@@ -189,6 +189,7 @@ def new_gateway(
         tokens=open_tokens(config),
         sign_in=sign_in,
         max_subscriptions_per_host=g.max_subscriptions_per_host,
+        max_subscriptions_per_server=g.max_subscriptions_per_server,
         max_result_bytes=config.limits.max_result_bytes,
     )
     gateway = Gateway(

@@ -85,6 +85,9 @@ class GatewayConfig(ConfigModel):
     # resources/subscribe: how many downstream resources one host connection may be
     # subscribed to at once (all released when it closes).
     max_subscriptions_per_host: int = Field(1024, ge=1)
+    # resources/subscribe: how many all host connections together may hold on one downstream
+    # server.
+    max_subscriptions_per_server: int = Field(4096, ge=1)
     # OAuth tokens and client registrations of downstream servers; written private (0600).
     # Unset: tokens.json in the user's state folder ($XDG_STATE_HOME/context-broker, else
     # ~/.local/state/context-broker), never beside the config, which may sit in a git tree.

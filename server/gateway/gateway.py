@@ -82,7 +82,12 @@ class Gateway:
         self._exposed_fingerprint: tuple[Any, ...] = (self.has_servers(),)
         self._tg: anyio.abc.TaskGroup | None = None
         self._scopes: dict[str, anyio.CancelScope] = {}  # each running supervisor's task
-        self._proxy = ResourceProxy(self._servers, self.redactor, self.gate)
+        self._proxy = ResourceProxy(
+            self._servers,
+            self.redactor,
+            self.gate,
+            max_subscriptions_per_server=self.settings.max_subscriptions_per_server,
+        )
 
     @classmethod
     def from_config(cls, config: AppConfig, catalog: Catalog, **kwargs: Any) -> Gateway:

@@ -347,7 +347,8 @@ class GatewayTools:
                 return await self._forward(checked, progress, retry, as_written=name != CALL_TOOL)
 
         if host is not None and host.modern:
-            owner = profile.name if profile is not None else ""
+            # Only the host given a requestState may hand it back (see Host.holder).
+            owner = f"{profile.name if profile is not None else ''} {host.holder}"
             key = call_key(name, arguments)
             timeout = self._answer_timeout(checked.server)
             result = await self._asking.call(owner, key, retry, forward, timeout)

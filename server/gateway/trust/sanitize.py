@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import mcp_types as types
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 __all__ = [
     "CleanDefinition",
@@ -25,6 +26,7 @@ __all__ = [
     "CleanTool",
     "Finding",
     "clean_definition",
+    "clean_shown",
     "clean_text",
     "clean_tool",
     "scan",
@@ -84,6 +86,7 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
         r"\d{3}[ \t]|[^\s(]{1,80}[ \t]\(server[ \t])",
     ),
 )
+_Model = TypeVar("_Model", bound=BaseModel)
 _SCANNERS = tuple((name, re.compile(rx)) for name, rx in _PATTERNS)
 
 
@@ -256,6 +259,20 @@ def clean_definition(definition: Any, key: str, max_chars: int) -> CleanDefiniti
         )
         shown = definition
     return CleanDefinition(shown, tuple(findings), hold_reason)
+
+
+def clean_shown(result: _Model) -> tuple[_Model, frozenset[str]]:
+    """What a downstream returns for a host to show (a rendered prompt's messages), every
+    string at any depth cleaned as a definition's are but never clipped (it is content, not
+    a description), and the names of what was removed. A result that cannot be read whole
+    or is no longer valid once cleaned comes back as it is, with nothing removed."""
+    walk = _Cleaner(sys.maxsize)
+    try:
+        raw = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        cleaned = walk.tree(raw)
+        return type(result).model_validate(cleaned, by_name=False), frozenset(walk.removed)
+    except (ValueError, RecursionError):  # too deep to read, or invalid once cleaned
+        return result, frozenset()
 
 
 def _unchecked(tool: types.Tool) -> CleanTool:
