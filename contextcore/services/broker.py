@@ -592,10 +592,14 @@ def earlier_in_conversation(turns: Sequence[RequestContext]) -> Earlier:
 
 def _continued(context: RequestContext, earlier: Earlier) -> RequestContext:
     """``context`` as a turn continuing a conversation whose texts gave ``earlier``: what
-    they gave is named, and only new candidates are, none when every tool it selected was
-    given before."""
+    they gave is named, and only new candidates of its chosen servers and steps are, none
+    when every tool it selected was given before."""
     seen = earlier.given | earlier.named
-    fresh = tuple(row for row in context.candidates if row.ref not in seen)
+    # The conversation's first text cast the wide net (the next ranked tools); a later one
+    # names what is new among its chosen servers' tools and its steps' best.
+    fresh = tuple(
+        row for row in context.candidates if row.ref not in seen and row.via != "rank"
+    )
     if all(row.ref in earlier.given for row in context.items if row.ref.type == "tool"):
         fresh = ()  # the tools it needs were given: the earlier candidates are still named
     return replace(
