@@ -72,6 +72,7 @@ class ContextBroker:
         self._clock = clock
         self._max_message_chars = max_message_chars
         self._always: tuple[int, list[ItemRef]] = (-1, [])
+        self._pool: tuple[int, tuple[ItemRef, ...], int] = (-1, (), 0)
 
     def lookup(self, ref: ItemRef) -> ContextItem | None:
         """The catalog item for ``ref``, if it still exists."""
@@ -343,20 +344,30 @@ class ContextBroker:
         """Every other tool a model may call, when naming them by server fits the
         directory's budget (a small catalog); else none."""
         budget = self.search.settings.reach.directory_tokens * 4  # in characters
-        tools = [
-            t.ref
-            for t in self.catalog.items(["tool"])
-            if isinstance(t, Tool) and t.enabled and not t.app_only
-            and t.effective_include != "always" and t.ref not in leave_out
-        ]
-        size = 0
-        servers: set[str | None] = set()
-        for ref in tools:
-            size += len(ref.name) + 2 + (0 if ref.server in servers else 16 + len(ref.server or ""))
-            servers.add(ref.server)
-            if size > budget:
-                return ()
-        return tuple(tools)
+        tools, size = self._directory_pool()
+        if budget <= 0 or not tools:
+            return ()
+        pool = set(tools)
+        if size - sum(len(r.name) + 2 for r in leave_out if r in pool) > budget:
+            return ()  # a catalog this large is never named whole: decided without a walk
+        kept = tuple(r for r in tools if r not in leave_out)
+        return kept if _directory_size(kept) <= budget else ()
+
+    def _directory_pool(self) -> tuple[tuple[ItemRef, ...], int]:
+        """The tools a directory may name (enabled, not ``always``, not app-only) and the
+        characters naming them all takes; kept per catalog version."""
+        version = self.catalog.version
+        if self._pool[0] != version:
+            tools = tuple(
+                t.ref
+                for t in self.catalog.items(["tool"])
+                if isinstance(t, Tool)
+                and t.enabled
+                and not t.app_only
+                and t.effective_include != "always"
+            )
+            self._pool = (version, tools, _directory_size(tools))
+        return self._pool[1], self._pool[2]
 
     def _earlier(self, session_id: str) -> Earlier:
         """What the earlier texts of the conversation a turn continues gave (see
@@ -560,6 +571,13 @@ CONVERSATION_LOOKBACK = 50
 """The most earlier turns a continuing turn reads to learn what its conversation was given:
 a turn's cost does not grow with the session's age, and a text more than this many turns
 back is one a host has most likely compacted."""
+
+
+def _directory_size(tools: Sequence[ItemRef]) -> int:
+    """About the characters of a directory naming ``tools``: each name, and a line head
+    per server."""
+    servers = {r.server for r in tools}
+    return sum(len(r.name) + 2 for r in tools) + sum(16 + len(s or "") for s in servers)
 
 
 @dataclass(frozen=True)
