@@ -94,7 +94,7 @@ def estimate_tokens(text: str) -> int:
 def schema_text(schema: object) -> str:
     """An input schema as compact JSON, keys in the order the server wrote them, without
     the ``title`` of the schema and of its parts (a label generated from a name the schema
-    already gives; a property named ``title`` stays)."""
+    already gives; a property named ``title`` stays) nor the ``$schema`` dialect URI."""
     return json.dumps(
         _untitled(schema), ensure_ascii=False, separators=(",", ":"), sort_keys=False,
         default=_plain,
@@ -106,7 +106,7 @@ def _untitled(schema: object, depth: int = 0) -> object:
         return schema
     out: dict[str, object] = {}
     for key, value in schema.items():
-        if key == "title" and isinstance(value, str):
+        if key in ("title", "$schema") and isinstance(value, str):
             continue
         if key in ("properties", "$defs", "definitions", "patternProperties") and isinstance(
             value, Mapping
@@ -260,7 +260,7 @@ def _gave_tools(context: RequestContext) -> bool:
     return any(ref.type == "tool" for ref in context.given)
 
 
-GIVEN_EARLIER = "Given earlier in this conversation, not repeated"
+GIVEN_EARLIER = "Given earlier in this conversation"
 
 
 def given_line(
@@ -269,7 +269,7 @@ def given_line(
     """The one line naming what earlier texts of the conversation gave in full, with how
     to see one again; with further candidates named before, how many."""
     names = [_short_name(row.ref, directory) for row in rows]
-    again = " (get_context_items(keys=[name]) gives one again)" if names else ""
+    again = " (get_context_items gives one again)" if names else ""
     line = f"{GIVEN_EARLIER}{again}: " + ", ".join(names) if names else ""
     if context.named_before:
         more = f"{context.named_before} more tools named earlier are still within reach."
@@ -294,7 +294,7 @@ def _header(context: RequestContext) -> list[str]:
     if context.intents:
         steps = "; ".join(f"{n}. {step}" for n, step in enumerate(context.intents, 1))
         lines.append(f"Plan searched: {steps}")
-    if context.context_turns:
+    if context.context_turns and not context.continues:  # its entries name their turn
         turns = ", ".join(context.context_turns)
         lines.append(f"Earlier turns that brought items in: {turns}")
     if not context.items:
@@ -363,7 +363,9 @@ def render_context(
         else:
             kept.append((row, block, cost))
             budget -= cost
-    reach = reach_section(context, lookup, directory, line_chars) + directory_section(context)
+    reach = reach_section(context, lookup, directory, line_chars)
+    catalog = directory_section(context)
+    reach += ([""] if reach and catalog else []) + catalog
     while True:
         text = _assemble(
             fixed, kept, listed, reach, omitted, warnings, max_tokens, context.intents,

@@ -620,11 +620,28 @@ def _continued(context: RequestContext, earlier: Earlier) -> RequestContext:
     )
     if all(row.ref in earlier.given for row in context.items if row.ref.type == "tool"):
         fresh = ()  # the tools it needs were given: the earlier candidates are still named
+    # A new tool ranked below one the conversation was given is most likely not what the
+    # follow-up is about: named one line (its schema one call away), not given in full.
+    known = [
+        row.similarity_score
+        for row in context.items
+        if row.ref in earlier.given and row.ref.type == "tool" and row.similarity_score is not None
+    ]
+    best_known = max(known, default=None)
+    items, demoted = [], []
+    for row in context.items:
+        score = row.similarity_score
+        below = best_known is not None and score is not None and score < best_known
+        if row.ref.type == "tool" and row.ref not in earlier.given and below:
+            demoted.append(replace(row, via="rank"))
+        else:
+            items.append(row)
     return replace(
         context,
+        items=tuple(items),
         continues=True,
-        given=tuple(row.ref for row in context.items if row.ref in earlier.given),
-        candidates=fresh,
+        given=tuple(row.ref for row in items if row.ref in earlier.given),
+        candidates=(*demoted, *fresh),
         named_before=len(context.candidates) - len(fresh),
     )
 
