@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/conversation_bill.py [--set all|reference|example|
         mcp-bench-plans|one-server] [--split all|dev|holdout] [--limit N] [--relist]
         [--json] [--no-cache]
+    .venv/bin/python benchmarks/conversation_bill.py --growth 3000
 
 A host keeps every tool result in the conversation, so a request-context text is paid again
 on every later turn, while a listed tool costs the same each turn (ARCHITECTURE.md, "A
@@ -31,6 +32,11 @@ gold tools some text of the conversation named); ``one-server``, every mcp-bench
 (257 tools), the tasks' single requests (reach of that one turn). ``--split`` keeps
 conversations by the sha256 of their first message as benchmarks/reach.py does (tune on dev,
 quote holdout).
+
+``--growth N``: one conversation on the reference catalog, kept in a SQLite store, continued
+for N turns (the same two follow-ups in turn); the median ``build_request_context`` time of
+the last 50 turns against that of turns 11 to 60, and the median text of each: a continuing
+turn reads at most the last 50 turns, so neither should grow with the conversation.
 """
 
 from __future__ import annotations
@@ -350,6 +356,48 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def growth(turns: int) -> int:
+    """A conversation continued for ``turns`` turns in a SQLite store (see ``--growth``)."""
+    import time
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        config = catalog_config("reference", folder)
+        store = config.persistence.model_copy(
+            update={"backend": "sqlite", "path": folder / "sessions.sqlite3"}
+        )
+        config = config.model_copy(update={"persistence": store})
+        model = build_embedder(AppConfig())
+        embedder = CachedEmbedder(model, SqliteEmbeddingCache(CACHE)) if model else None
+        served = serve(config, embedder)
+        ctx = SimpleNamespace(session=Connection(), meta=None)
+
+        async def play_long() -> tuple[list[float], list[int]]:
+            times: list[float] = []
+            sizes: list[int] = []
+            args: dict[str, Any] = {"message": "What time is it in Tokyo?"}
+            for n in range(turns):
+                started = time.perf_counter()
+                result = await served.runner.call(BUILD_REQUEST_CONTEXT, args, ctx)  # type: ignore[arg-type]
+                times.append((time.perf_counter() - started) * 1000)
+                assert not result.is_error, result.content
+                out = dict(result.structured_content or {})
+                sizes.append(out["text_tokens"])
+                message = ("and in Lisbon?", "and in Oslo?")[n % 2]
+                args = {"message": message, "session_id": out["session_id"]}
+            return times, sizes
+
+        times, sizes = anyio.run(play_long)
+    early, late = times[10:60], times[-50:]
+    e50, l50 = statistics.median(early), statistics.median(late)
+    print(f"one conversation of {turns} turns, SQLite store")
+    print(f"build_request_context p50: turns 11-60 {e50:.2f} ms, last 50 {l50:.2f} ms: "
+          f"{l50 / e50:.2f}x")
+    print(f"text p50: turns 11-60 {statistics.median(sizes[10:60]):.0f} tokens, last 50 "
+          f"{statistics.median(sizes[-50:]):.0f} tokens")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", default="all", choices=["all", *SETS], dest="which")
@@ -359,7 +407,10 @@ def main() -> int:
                         help="the host re-lists each request context's tools")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--no-cache", action="store_true")
+    parser.add_argument("--growth", type=int, default=None, help="one conversation of N turns")
     args = parser.parse_args()
+    if args.growth is not None:
+        return growth(args.growth)
     names = list(SETS) if args.which == "all" else [args.which]
     result = run(names, args.split, args.limit, args.relist, None if args.no_cache else CACHE)
     print(json.dumps(result) if args.json else table(result))
