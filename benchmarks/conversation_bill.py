@@ -28,8 +28,8 @@ Sets: ``reference`` and ``example``, the 60 conversations of benchmarks/conversa
 the reference servers' tools alone (five servers, 50 tools) and on config.example.toml with
 them (its rules and references too); ``mcp-bench-plans``, the shared mcp-bench tasks played
 one planned step per turn (the task, then each step of its plan as a message; reach: the
-gold tools some text of the conversation named); ``one-server``, every mcp-bench tool behind one server
-(257 tools), the tasks' single requests (reach of that one turn). ``--split`` keeps
+gold tools some text of the conversation named); ``one-server``, every mcp-bench tool behind
+one server (257 tools), the tasks' single requests (reach of that one turn). ``--split`` keeps
 conversations by the sha256 of their first message as benchmarks/reach.py does (tune on dev,
 quote holdout).
 
@@ -178,7 +178,10 @@ def _plain(value: object) -> object:
 
 
 async def play(
-    served: Served, relisting: Relisting | None, connection: object, turns: Sequence[Turn],
+    served: Served,
+    relisting: Relisting | None,
+    connection: object,
+    turns: Sequence[Turn],
     own: int,
 ) -> Played:
     """Play one conversation on ``connection`` as a desktop host does."""
@@ -221,11 +224,20 @@ async def play(
         so_far = "\n\n".join(texts)
         hits = [named(so_far, key) for key in turn.needed]
         if relisting is not None:
-            hits = [h or ItemRef.parse(k) in relisting.relisted for h, k in zip(hits, turn.needed)]
+            hits = [
+                h or ItemRef.parse(k) in relisting.relisted
+                for h, k in zip(hits, turn.needed, strict=True)
+            ]
         if turn.needed:
             reach.append(float(any(hits)) if turn.any_one else sum(hits) / len(hits))
-    return Played(len(turns), paid, served.listing_tokens(), reach,
-                  [estimate_tokens(t) for t in texts], repeat)
+    return Played(
+        len(turns),
+        paid,
+        served.listing_tokens(),
+        reach,
+        [estimate_tokens(t) for t in texts],
+        repeat,
+    )
 
 
 def _full(text: str, key: str) -> bool:
@@ -298,8 +310,9 @@ def conversations_of(name: str, split: str, limit: int | None) -> list[list[Turn
     return kept[:limit] if limit else kept
 
 
-def run(names: Sequence[str], split: str, limit: int | None, relist: bool,
-        cache: Path | None) -> dict[str, Any]:
+def run(
+    names: Sequence[str], split: str, limit: int | None, relist: bool, cache: Path | None
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         own = own_listing(folder)["tokens"]
@@ -326,8 +339,12 @@ def run(names: Sequence[str], split: str, limit: int | None, relist: bool,
             ]
             reports.append(summarize(name, played))
             print(f"conversation_bill: {name} done", file=sys.stderr, flush=True)
-    return {"own_listing": own, "relist": relist, "split": split,
-            "sets": [dataclasses.asdict(r) for r in reports]}
+    return {
+        "own_listing": own,
+        "relist": relist,
+        "split": split,
+        "sets": [dataclasses.asdict(r) for r in reports],
+    }
 
 
 def table(result: dict[str, Any]) -> str:
@@ -391,10 +408,14 @@ def growth(turns: int) -> int:
     early, late = times[10:60], times[-50:]
     e50, l50 = statistics.median(early), statistics.median(late)
     print(f"one conversation of {turns} turns, SQLite store")
-    print(f"build_request_context p50: turns 11-60 {e50:.2f} ms, last 50 {l50:.2f} ms: "
-          f"{l50 / e50:.2f}x")
-    print(f"text p50: turns 11-60 {statistics.median(sizes[10:60]):.0f} tokens, last 50 "
-          f"{statistics.median(sizes[-50:]):.0f} tokens")
+    print(
+        f"build_request_context p50: turns 11-60 {e50:.2f} ms, last 50 {l50:.2f} ms: "
+        f"{l50 / e50:.2f}x"
+    )
+    print(
+        f"text p50: turns 11-60 {statistics.median(sizes[10:60]):.0f} tokens, last 50 "
+        f"{statistics.median(sizes[-50:]):.0f} tokens"
+    )
     return 0
 
 
@@ -403,8 +424,9 @@ def main() -> int:
     parser.add_argument("--set", default="all", choices=["all", *SETS], dest="which")
     parser.add_argument("--split", default="all", choices=["all", "dev", "holdout"])
     parser.add_argument("--limit", type=int, default=None)
-    parser.add_argument("--relist", action="store_true",
-                        help="the host re-lists each request context's tools")
+    parser.add_argument(
+        "--relist", action="store_true", help="the host re-lists each request context's tools"
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--no-cache", action="store_true")
     parser.add_argument("--growth", type=int, default=None, help="one conversation of N turns")

@@ -34,8 +34,8 @@ __all__ = [
     "describe",
     "estimate_tokens",
     "how_included",
-    "item_block",
     "inline",
+    "item_block",
     "item_heading",
     "listed_entry",
     "render_context",
@@ -96,7 +96,10 @@ def schema_text(schema: object) -> str:
     the ``title`` of the schema and of its parts (a label generated from a name the schema
     already gives; a property named ``title`` stays) nor the ``$schema`` dialect URI."""
     return json.dumps(
-        _untitled(schema), ensure_ascii=False, separators=(",", ":"), sort_keys=False,
+        _untitled(schema),
+        ensure_ascii=False,
+        separators=(",", ":"),
+        sort_keys=False,
         default=_plain,
     )
 
@@ -368,7 +371,14 @@ def render_context(
     reach += ([""] if reach and catalog else []) + catalog
     while True:
         text = _assemble(
-            fixed, kept, listed, reach, omitted, warnings, max_tokens, context.intents,
+            fixed,
+            kept,
+            listed,
+            reach,
+            omitted,
+            warnings,
+            max_tokens,
+            context.intents,
             hint=not (context.continues and _gave_tools(context)),
         )
         if estimate_tokens(text) <= max_tokens:

@@ -7,9 +7,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from contextcore.context_text import CALL_HINT, ToolDirectory, item_block
-from contextcore.items import for_model
 from contextcore.errors import CatalogError
-from contextcore.items import ContextItem, ItemRef, Tool
+from contextcore.items import ContextItem, ItemRef, Tool, for_model
 from contextcore.services.broker import ContextBroker
 
 from ._models import ItemType, item_line

@@ -615,9 +615,7 @@ def _continued(context: RequestContext, earlier: Earlier) -> RequestContext:
     seen = earlier.given | earlier.named
     # The conversation's first text cast the wide net (the next ranked tools); a later one
     # names what is new among its chosen servers' tools and its steps' best.
-    fresh = tuple(
-        row for row in context.candidates if row.ref not in seen and row.via != "rank"
-    )
+    fresh = tuple(row for row in context.candidates if row.ref not in seen and row.via != "rank")
     if all(row.ref in earlier.given for row in context.items if row.ref.type == "tool"):
         fresh = ()  # the tools it needs were given: the earlier candidates are still named
     # A new tool ranked below one the conversation was given is most likely not what the

@@ -28,7 +28,7 @@ command = "mcp-server-tme-misspelt"
 include = "agent"
 
 [servers.time]
-command = "{executable(VENV_BIN / 'mcp-server-time')}"
+command = "{executable(VENV_BIN / "mcp-server-time")}"
 include = "agent"
 """,
         encoding="utf-8",
@@ -38,9 +38,7 @@ include = "agent"
     )
     with anyio.fail_after(90):
         async with Client(params) as client:
-            built = await call(
-                client, "build_request_context", message="what time is it in Tokyo?"
-            )
+            built = await call(client, "build_request_context", message="what time is it in Tokyo?")
     text = built["text"]
     assert "## Warnings" in text, text
     line = next(line for line in text.splitlines() if "'clock'" in line)

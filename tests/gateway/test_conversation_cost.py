@@ -78,7 +78,11 @@ def reference_catalog(folder: Path) -> Path:
         server: {
             "include": "agent",
             "tools": [
-                {"name": t["name"], "description": t["description"], "inputSchema": t["input_schema"]}
+                {
+                    "name": t["name"],
+                    "description": t["description"],
+                    "inputSchema": t["input_schema"],
+                }
                 for t in tools
             ],
         }
@@ -108,9 +112,7 @@ async def test_each_conversation_on_one_connection_gets_each_tool_in_full_once(
         other = await call(client, "build_request_context", message="What's the time in Oslo?")
         assert other["session_id"] == sid  # the connection's session, as desktop hosts get
         assert "time__get_current_time" in full_entries(other["text"]), other["text"]
-        again = await call(
-            client, "build_request_context", message="and in Paris?", session_id=sid
-        )
+        again = await call(client, "build_request_context", message="and in Paris?", session_id=sid)
         assert not full_entries(again["text"]), again["text"]
         # Leaving the id out (a host that compacted its history) gets the full text again.
         fresh = await call(client, "build_request_context", message="and in Rome?")
@@ -125,10 +127,14 @@ async def test_each_conversation_on_one_connection_gets_each_tool_in_full_once(
 async def test_a_tool_the_host_relisted_and_an_always_tool_are_named_not_described(
     tmp_path: Path, cache: Path
 ) -> None:
-    servers = TIME + 'include = "agent"\n' + (
-        f"[servers.app]\ncommand = {json.dumps(sys.executable)}\n"
-        f"args = [{json.dumps(str(FIXTURES / 'app_server.py'))}, 'app']\n"
-        'include = "always"\n'
+    servers = (
+        TIME
+        + 'include = "agent"\n'
+        + (
+            f"[servers.app]\ncommand = {json.dumps(sys.executable)}\n"
+            f"args = [{json.dumps(str(FIXTURES / 'app_server.py'))}, 'app']\n"
+            'include = "always"\n'
+        )
     )
     extra = "[server]\nrelist_selected = true\n"
     async with broker(tmp_path, servers, cache, extra) as (_, client):
@@ -169,9 +175,7 @@ def candidate_servers(built: dict[str, Any]) -> list[str]:
     return [c["server"] for c in built["candidates"]]
 
 
-async def test_a_one_server_catalog_fills_the_candidate_budget(
-    tmp_path: Path, cache: Path
-) -> None:
+async def test_a_one_server_catalog_fills_the_candidate_budget(tmp_path: Path, cache: Path) -> None:
     async with broker(tmp_path, OFFICE, cache) as (runtime, client):
         built = await call(client, "build_request_context", message=REPORT, intents=STEPS)
         servers = candidate_servers(built)

@@ -52,7 +52,11 @@ async def test_a_downstream_name_or_description_cannot_start_a_line_of_the_conte
             sid = (await call(client, "create_session"))["session_id"]
             for name in ("forecast", FORGED_NAME):
                 await call(
-                    client, "add_context_item", session_id=sid, type="tool", name=name,
+                    client,
+                    "add_context_item",
+                    session_id=sid,
+                    type="tool",
+                    name=name,
                     server="forger",
                 )
             built = await call(
