@@ -318,6 +318,9 @@ def _omitted_line(row: RequestItem, tokens: int, intents: Sequence[str]) -> str:
     )
 
 
+Block = tuple[RequestItem, str, int]  # a row, its text, its cost (0: a names-only line)
+
+
 def render_context(
     context: RequestContext,
     lookup: Lookup,
@@ -329,35 +332,22 @@ def render_context(
 ) -> RenderedContext:
     """The request context as model-readable text of at most ``max_tokens`` (estimated).
 
-    Rules and references by priority then name, tools by server then name. With ``detail``
-    ``"names"`` only each item's heading and mode is given. Tools the host already lists are
-    named, not repeated. Items that do not fit are named under "Not included" with how to
-    fetch them; the header, warnings and that list always fit, whatever the budget. The
-    further candidates follow the tools, one line each (``line_chars`` of a description);
-    over the budget, they go first, from the last.
+    Rules and references by priority then name, tools the session holds first, then best
+    first. With ``detail`` ``"names"`` only each item's heading and mode is given. Tools the
+    host already lists are named, not repeated, and so are items an earlier text of the
+    conversation gave (``context.given``). Items that do not fit are named under "Not
+    included" with how to fetch them; the header, warnings and that list always fit,
+    whatever the budget. The further candidates follow the tools, one line each
+    (``line_chars`` of a description), then a small catalog's directory; over the budget,
+    they go first, from the last.
     """
-    ordered = sort_items(context.items, lookup)
     fixed = _header(context)
     warnings = [f"- {inline(w)}" for w in context.warnings]
-    listed: list[str] = []
-    blocks: list[tuple[RequestItem, str, int]] = []
-    given = set(context.given)
-    earlier: list[RequestItem] = []
-    for row in ordered:
-        if row.ref.type == "tool" and directory.listed(row.ref):
-            listed.append(listed_entry(row, directory, context.intents))
-        elif row.ref in given:
-            earlier.append(row)
-        elif detail == "names":
-            line = _name_line(row, lookup(row.ref), directory, context.intents)
-            blocks.append((row, line, 0))
-        else:
-            block = describe(row, lookup, directory, context.intents)
-            blocks.append((row, block, estimate_tokens(block) + 1))
+    listed, earlier, blocks = _sorted_out(context, lookup, directory, detail)
     if earlier or context.named_before:
         fixed = [*fixed, given_line(context, earlier, directory)]
     budget = max_tokens - estimate_tokens("\n".join(fixed + warnings + listed)) - 60
-    kept: list[tuple[RequestItem, str, int]] = []
+    kept: list[Block] = []
     omitted: list[tuple[RequestItem, int]] = []
     for row, block, cost in blocks:
         if cost and cost + _OMITTED_LINE_TOKENS > budget:
@@ -369,18 +359,10 @@ def render_context(
     reach = reach_section(context, lookup, directory, line_chars)
     catalog = directory_section(context)
     reach += ([""] if reach and catalog else []) + catalog
+    hint = not (context.continues and _gave_tools(context))
     while True:
-        text = _assemble(
-            fixed,
-            kept,
-            listed,
-            reach,
-            omitted,
-            warnings,
-            max_tokens,
-            context.intents,
-            hint=not (context.continues and _gave_tools(context)),
-        )
+        parts = (fixed, kept, listed, reach, omitted, warnings)
+        text = _assemble(*parts, max_tokens, context.intents, hint=hint)
         if estimate_tokens(text) <= max_tokens:
             break
         if reach:  # candidate lines go first, the last first, then the whole section
@@ -392,6 +374,29 @@ def render_context(
         kept = [entry for entry in kept if entry[0] is not row]
         omitted.append((row, cost))
     return RenderedContext(text, estimate_tokens(text), tuple(row for row, _ in omitted))
+
+
+def _sorted_out(
+    context: RequestContext, lookup: Lookup, directory: ToolDirectory, detail: Detail
+) -> tuple[list[str], list[RequestItem], list[Block]]:
+    """The rows in order as the text gives them: tools the host lists (named), items given
+    earlier in the conversation (named in one line), and the blocks of the others."""
+    listed: list[str] = []
+    earlier: list[RequestItem] = []
+    blocks: list[Block] = []
+    given = set(context.given)
+    for row in sort_items(context.items, lookup):
+        if row.ref.type == "tool" and directory.listed(row.ref):
+            listed.append(listed_entry(row, directory, context.intents))
+        elif row.ref in given:
+            earlier.append(row)
+        elif detail == "names":
+            line = _name_line(row, lookup(row.ref), directory, context.intents)
+            blocks.append((row, line, 0))
+        else:
+            block = describe(row, lookup, directory, context.intents)
+            blocks.append((row, block, estimate_tokens(block) + 1))
+    return listed, earlier, blocks
 
 
 def _assemble(

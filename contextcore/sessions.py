@@ -142,6 +142,9 @@ class RequestContext:
     directory: tuple[ItemRef, ...] = ()
     """The other tools of a small catalog, named by server in a conversation's first text
     (see ``ReachSettings.directory_tokens``)."""
+    partial: tuple[ItemRef, ...] = ()
+    """Items of ``items`` its text did not give in full (names only, or over the budget):
+    later turns of the conversation give them again."""
 
     def with_items(self, found: tuple[RequestItem, ...]) -> RequestContext:
         """This request context with ``found`` added, except items it already holds."""
@@ -174,6 +177,7 @@ class RequestContext:
             **({"given": [r.to_dict() for r in self.given]} if self.given else {}),
             **({"named_before": self.named_before} if self.named_before else {}),
             **({"directory": [r.to_dict() for r in self.directory]} if self.directory else {}),
+            **({"partial": [r.to_dict() for r in self.partial]} if self.partial else {}),
         }
 
     @classmethod
@@ -193,16 +197,16 @@ class RequestContext:
             profile=row.get("profile"),
             candidates=tuple(RequestItem.from_dict(i) for i in row.get("candidates", ())),
             continues=bool(row.get("continues", False)),
-            given=tuple(
-                ItemRef(parse_item_type(r["type"]), r["name"], r.get("server"))
-                for r in row.get("given", ())
-            ),
+            given=_refs(row.get("given", ())),
             named_before=int(row.get("named_before", 0)),
-            directory=tuple(
-                ItemRef(parse_item_type(r["type"]), r["name"], r.get("server"))
-                for r in row.get("directory", ())
-            ),
+            directory=_refs(row.get("directory", ())),
+            partial=_refs(row.get("partial", ())),
         )
+
+
+def _refs(rows: Any) -> tuple[ItemRef, ...]:
+    """Item references as a record keeps them (``type``, ``name``, ``server``)."""
+    return tuple(ItemRef(parse_item_type(r["type"]), r["name"], r.get("server")) for r in rows)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from contextcore.context_text import Detail, render_context
+from contextcore.context_text import Detail, RenderedContext, render_context
+from contextcore.items import ItemRef
 from contextcore.presets import PresetName
 from contextcore.render import summary_line
 from contextcore.services.broker import ContextBroker
@@ -126,19 +127,28 @@ class TurnsOut(Out):
     skipped_records: list[str] = SKIPPED_FIELD
 
 
-def _fields(
+def _rendered(
     ctx: ToolContext, context: RequestContext, detail: Detail, max_tokens: int | None
-) -> dict[str, object]:
+) -> RenderedContext:
     broker = ctx.broker
-    budget = max_tokens or broker.search.settings.max_context_tokens
-    rendered = render_context(
+    return render_context(
         context,
         broker.lookup,
         ctx.tools,
-        max_tokens=budget,
+        max_tokens=max_tokens or broker.search.settings.max_context_tokens,
         detail=detail,
         line_chars=broker.search.settings.reach.line_chars,
     )
+
+
+def _fields(
+    ctx: ToolContext,
+    context: RequestContext,
+    detail: Detail,
+    max_tokens: int | None,
+    rendered: RenderedContext | None = None,
+) -> dict[str, object]:
+    rendered = rendered or _rendered(ctx, context, detail, max_tokens)
     return {
         "request_id": context.request_id,
         "session_id": context.session_id,
@@ -163,6 +173,16 @@ def _messages(broker: ContextBroker, context: RequestContext) -> list[Message]:
 
 
 def _build(ctx: ToolContext, args: BuildArgs) -> RequestContextOut:
+    texts: list[RenderedContext] = []
+
+    def shown(context: RequestContext) -> list[ItemRef]:
+        """The items this turn's text does not give in full (the text is kept: what is
+        recorded after this changes nothing in it)."""
+        texts.append(_rendered(ctx, context, args.detail, args.max_context_tokens))
+        if args.detail == "names":
+            return [row.ref for row in context.items]
+        return [row.ref for row in texts[-1].omitted]
+
     context = ctx.broker.build_request_context(
         ctx.session_for(args.session_id),
         args.message,
@@ -175,10 +195,11 @@ def _build(ctx: ToolContext, args: BuildArgs) -> RequestContextOut:
         intents=args.intents,
         conversation=args.conversation,
         continues=args.session_id is not None,
+        shown=shown,
     )
     ctx.built(context)
     messages = _messages(ctx.broker, context) if args.include_messages else None
-    fields = _fields(ctx, context, args.detail, args.max_context_tokens)
+    fields = _fields(ctx, context, args.detail, args.max_context_tokens, texts[-1])
     return RequestContextOut(**fields, messages=messages)
 
 

@@ -277,21 +277,19 @@ class ContextBroker:
         intents: Sequence[str] | None = None,
         conversation: float | None = None,
         continues: bool = False,
+        shown: Callable[[RequestContext], Iterable[ItemRef]] | None = None,
     ) -> RequestContext:
         """Session items plus the agent items search selects for ``message`` and the host's
-        planned ``intents`` (each step searched; an item records the step that brought it);
-        recorded in the session's turn log before it is returned. The preset and parameters
-        in force are recorded with it.
+        planned ``intents`` (each step searched; an item records the step that brought it),
+        with the preset and parameters in force, recorded in the session's turn log.
 
         ``conversation`` (0 to 1) is how much the session's recent turns count for a
-        follow-up (default: the preset's ``conversation_weight``; 0 selects exactly as in a
-        fresh session); the turns whose messages brought items in are recorded in
-        ``context_turns`` and on those items (``via="conversation"``).
-
-        ``continues``: the host passed the ``session_id`` of an earlier result, so this turn
-        continues that conversation (see :func:`earlier_in_conversation`): the items its
-        earlier texts gave in full are recorded in ``given`` (the text names them in one
-        line), and further candidates they named are not named again."""
+        follow-up (default: the preset's; 0 selects as a fresh session would); the turns
+        whose messages brought items in are recorded in ``context_turns`` and on the items.
+        ``continues``: the host passed the ``session_id`` of an earlier result, so the turn
+        continues that conversation (see :meth:`_in_conversation`). ``shown`` gives the
+        items the caller's text of this turn does not give in full (names only, over its
+        budget), recorded as ``partial`` so later turns do not count them as given."""
         session = self.session(session_id)
         self._check_message(message)
         steps = check_intents(intents)
@@ -306,9 +304,8 @@ class ContextBroker:
             conversation_weight=_checked_weight(conversation),
         )
         recent = self._recent(session.session_id, message, chosen.conversation_weight)
-        in_session = {i.ref for i in session.items}
         items = [RequestItem(i.ref, i.include_mode) for i in session.items]
-        leave_out = in_session | self.excluded(self.profile(session.profile))
+        leave_out = {i.ref for i in session.items} | self.excluded(self.profile(session.profile))
         result, warnings = self._search_agent_items(
             message, steps, leave_out, chosen, types, recent
         )
@@ -316,29 +313,44 @@ class ContextBroker:
         if result is not None:
             items += _found_items(result, steps, recent)
             candidates = self._within_reach(result, items, steps)
-        for server, reason in self.catalog.unavailable.items():
-            warnings.append(
-                f"downstream server {server!r} is not running ({reason}); its tools cannot be "
-                "selected or called until it is (list_servers shows its state)"
-            )
+        warnings += self._source_warnings()
+        mode = result.mode if result is not None else None
+        context = self._turn(session, message, items, mode, warnings, chosen, steps, candidates)
+        context = self._in_conversation(session, context, continues)
+        if shown is not None and (partial := tuple(dict.fromkeys(shown(context)))):
+            context = replace(context, partial=partial)
+        self.store.append_turn(session.session_id, context)
+        return context
+
+    def _source_warnings(self) -> list[str]:
+        """What a request context says of downstream servers not running or still
+        connecting: their tools are missing from it."""
+        warnings = [
+            f"downstream server {server!r} is not running ({reason}); its tools cannot be "
+            "selected or called until it is (list_servers shows its state)"
+            for server, reason in self.catalog.unavailable.items()
+        ]
         if self.catalog.pending:
             warnings.append(
                 "downstream servers still connecting, their tools were not searched: "
                 + ", ".join(self.catalog.pending)
             )
-        mode = result.mode if result is not None else None
-        context = self._turn(session, message, items, mode, warnings, chosen, steps, candidates)
+        return warnings
+
+    def _in_conversation(
+        self, session: Session, context: RequestContext, continues: bool
+    ) -> RequestContext:
+        """``context`` as its conversation's texts leave it: what they gave named (a turn
+        that ``continues`` one), and a small catalog's directory when none named it yet."""
         earlier = self._earlier(session.session_id) if continues else Earlier()
         if continues:
             context = _continued(context, earlier)
-        if not earlier.directory:  # no text of this conversation named the catalog yet
-            named = {row.ref for row in (*context.items, *context.candidates)}
-            shown = self.profile(session.profile)
-            leave_out = named | earlier.given | earlier.named | self.excluded(shown)
-            directory = self._directory(leave_out)
-            context = replace(context, directory=directory) if directory else context
-        self.store.append_turn(session.session_id, context)
-        return context
+        if earlier.directory:
+            return context
+        named = {row.ref for row in (*context.items, *context.candidates)}
+        excluded = self.excluded(self.profile(session.profile))
+        directory = self._directory(named | earlier.given | earlier.named | excluded)
+        return replace(context, directory=directory) if directory else context
 
     def _directory(self, leave_out: set[ItemRef]) -> tuple[ItemRef, ...]:
         """Every other tool a model may call, when naming them by server fits the
@@ -594,12 +606,14 @@ def earlier_in_conversation(turns: Sequence[RequestContext]) -> Earlier:
     """What the texts of the conversation that ends ``turns`` (oldest first) gave: the last
     turns back to the latest one that started a conversation (built without a
     ``session_id``), that one included. An item a text named as given earlier had been
-    given in full before it, so every item counts."""
+    given in full before it, so every item counts but those its text did not give in full
+    (``partial``)."""
     given: set[ItemRef] = set()
     named: set[ItemRef] = set()
     directory = False
     for turn in reversed(turns):
-        given.update(row.ref for row in turn.items)
+        partial = set(turn.partial)
+        given.update(row.ref for row in turn.items if row.ref not in partial)
         named.update(row.ref for row in turn.candidates)
         named.update(turn.directory)
         directory = directory or bool(turn.directory)

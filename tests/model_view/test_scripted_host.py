@@ -375,11 +375,12 @@ async def test_a_planned_multi_step_request_finds_a_tool_for_each_step_from_the_
             assert re.search(r"time__get_current_time \(.*step 2", chosen), chosen
             assert re.search(r"memory__(create_entities|add_observations) \(.*step 3", chosen)
 
-            # An off-topic step adds nothing: the same selection as without it.
+            # An off-topic step adds nothing: the same selection as without it (in a session
+            # of its own, so the text gives every tool in full again).
             noisy, failed = await call_text(
                 client,
                 "build_request_context",
-                session_id=sid,
+                session_id=await new_session(client),
                 message=message,
                 intents=[*PLAN, "bake a sourdough loaf"],
             )
