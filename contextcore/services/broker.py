@@ -627,9 +627,11 @@ def _continued(context: RequestContext, earlier: Earlier) -> RequestContext:
     they gave is named, and only new candidates of its chosen servers and steps are, none
     when every tool it selected was given before."""
     seen = earlier.given | earlier.named
+    if not seen:  # the conversation's first text: nothing was given before it
+        return replace(context, continues=True)
     # The conversation's first text cast the wide net (the next ranked tools); a later one
     # names what is new among its chosen servers' tools and its steps' best.
-    fresh = tuple(row for row in context.candidates if row.ref not in seen and row.via != "rank")
+    fresh = tuple(r for r in context.candidates if r.ref not in seen and r.via != "rank")
     if all(row.ref in earlier.given for row in context.items if row.ref.type == "tool"):
         fresh = ()  # the tools it needs were given: the earlier candidates are still named
     # A new tool ranked below one the conversation was given is most likely not what the
@@ -654,7 +656,7 @@ def _continued(context: RequestContext, earlier: Earlier) -> RequestContext:
         continues=True,
         given=tuple(row.ref for row in items if row.ref in earlier.given),
         candidates=(*demoted, *fresh),
-        named_before=len(context.candidates) - len(fresh),
+        named_before=sum(1 for row in context.candidates if row.ref in seen),
     )
 
 

@@ -60,11 +60,11 @@ include = "agent"
 """
 
 
-def write_config(tmp: Path, servers: str, *, budget: float = 20.0) -> Path:
+def write_config(tmp: Path, servers: str, *, budget: float = 20.0, relist: bool = False) -> Path:
     (tmp / "handbook.md").write_text(HANDBOOK, encoding="utf-8")
     text = f"""
 [server]
-relist_selected = true
+relist_selected = {"true" if relist else "false"}
 
 [search]
 semantic = true
@@ -157,7 +157,7 @@ async def test_the_time_question_gives_the_model_a_tool_it_can_call_from_the_tex
         if getattr(message, "method", None) == "notifications/tools/list_changed":
             heard[-1].set()
 
-    config = write_config(tmp_path, five_servers(tmp_path))
+    config = write_config(tmp_path, five_servers(tmp_path), relist=True)
     with anyio.fail_after(180):
         async with host(config, message_handler=on_message) as client:
             before = {t.name for t in (await client.list_tools()).tools}
@@ -385,4 +385,4 @@ async def test_a_planned_multi_step_request_finds_a_tool_for_each_step_from_the_
                 intents=[*PLAN, "bake a sourdough loaf"],
             )
             assert not failed, noisy
-            assert sorted(agent_lines(noisy)) == sorted(agent_lines(text))
+            assert sorted(agent_lines(noisy)) == sorted(agent_lines(text)), noisy
