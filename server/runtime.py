@@ -29,6 +29,7 @@ from contextcore.services.history import HistoryService
 from .gateway import ExposedChangeFn, Gateway, GatewaySettings, ToolGate, resolve_servers
 from .gateway.oauth.store import open_tokens
 from .host.gateway_tools import RESERVED_NAMES, GatewayTools, HostNotifier
+from .host.code_mode import CodeRunner
 from .host.mcp_server import build_server
 from .observability import Observer, build_tracer_provider
 from .parts import AppParts, build_parts
@@ -56,6 +57,8 @@ class Runtime:
     """The downstream connections (none yet when the config names no server: a reload may
     add them)."""
     gateway_tools: GatewayTools
+    code: CodeRunner | None
+    """Code mode's ``run_code`` (None: ``[code] enabled = false``)."""
     reloader: ConfigReloader
     server: Server[Any]
     direct: DirectCalls | None
@@ -104,6 +107,7 @@ def build_runtime(config: AppConfig, config_path: Path) -> Runtime:
         startup_budget=config.gateway.startup_budget,
         observer=observer,
     )
+    code = CodeRunner(gateway_tools, config.code) if config.code.enabled else None
     serving = functools.partial(
         build_server,
         parts.broker,
@@ -113,6 +117,7 @@ def build_runtime(config: AppConfig, config_path: Path) -> Runtime:
         summarizers=SummarizerFactory(config.history.summarizer),
         models=config.models,
         observer=observer,
+        code=code,
     )
     server = serving(tools=config.server.tools)
     profiles = _profile_servers(config, parts, serving)
@@ -126,6 +131,7 @@ def build_runtime(config: AppConfig, config_path: Path) -> Runtime:
         history,
         gateway,
         gateway_tools,
+        code,
         reloader,
         server,
         direct,

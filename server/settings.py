@@ -22,6 +22,7 @@ from contextcore.profiles import unknown_servers
 
 __all__ = [
     "AppConfig",
+    "CodeConfig",
     "DownstreamConfig",
     "DownstreamToolConfig",
     "GatewayConfig",
@@ -94,6 +95,27 @@ class TelemetryConfig(ConfigModel):
 
     otlp_endpoint: str = ""
     service_name: str = "context-broker"
+
+
+class CodeConfig(ConfigModel):
+    """Code mode: the ``run_code`` tool, where a model's program calls downstream tools in a
+    sandbox (pydantic-monty worker processes) and only its answer reaches the model."""
+
+    enabled: bool = True
+    # Seconds a run may compute (time spent waiting for tools does not count).
+    timeout: float = Field(10.0, gt=0, le=600)
+    # Seconds a whole run may take, waiting for tools included; past it the worker is killed.
+    run_timeout: float = Field(120.0, gt=0)
+    max_memory_mb: int = Field(64, ge=1, le=16_384)
+    max_recursion_depth: int = Field(200, ge=10, le=10_000)
+    # Tool calls (and other waits on the broker) one run may make.
+    max_calls: int = Field(50, ge=1, le=10_000)
+    # Bytes the variables a session keeps between runs may take in the store.
+    max_state_bytes: int = Field(1_000_000, ge=1_000)
+    # Characters of printed output a result keeps (the rest is cut, saying so).
+    max_output_chars: int = Field(10_000, ge=100)
+    # Sandbox worker processes (kept warm: one at least, at most this many at once).
+    workers: int = Field(2, ge=1, le=64)
 
 
 class DownstreamToolConfig(ConfigModel):
@@ -220,6 +242,7 @@ class AppConfig(BrokerConfig):
     server: ServerConfig = ServerConfig()
     gateway: GatewayConfig = GatewayConfig()
     telemetry: TelemetryConfig = TelemetryConfig()
+    code: CodeConfig = CodeConfig()
     servers: dict[str, DownstreamConfig] = Field(default_factory=dict)
     mcp_servers_file: Path | None = None
 

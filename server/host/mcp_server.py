@@ -10,6 +10,7 @@ from typing import Any
 
 from context_broker.tools.all_tools import BROKER_TOOLS, CONTEXT_TOOLS, ToolSpec
 from context_broker.tools.catalog import GET_CONTEXT_ITEMS
+from context_broker.tools.code import RUN_CODE
 from context_broker.tools.requests import BUILD_REQUEST_CONTEXT
 from mcp import MCPError, types
 from mcp.server import NotificationOptions, Server, ServerRequestContext
@@ -31,6 +32,7 @@ from ..observability import Observer
 from ..summarizers import SummarizerFactory
 from ..ui.app import tool_meta
 from ..ui.view import APP_TOOL
+from .code_mode import CodeRunner
 from .downstream import (
     check_shown,
     completion_handler,
@@ -63,9 +65,17 @@ INSTRUCTIONS = (
     "tool by the name shown or through call_tool. Pass the session_id a result names to keep "
     "one conversation's turns together."
 )
-MODEL_TOOLS = (BUILD_REQUEST_CONTEXT.name, GET_CONTEXT_ITEMS.name, CALL_TOOL, APP_TOOL.name)
+MODEL_TOOLS = (
+    BUILD_REQUEST_CONTEXT.name,
+    GET_CONTEXT_ITEMS.name,
+    CALL_TOOL,
+    RUN_CODE,
+    APP_TOOL.name,
+)
 """What ``tools = "model"`` lists: what a model needs to work (and the request-context view's
-app-only tool, which hosts with MCP Apps keep from the model)."""
+app-only tool, which hosts with MCP Apps keep from the model); ``run_code`` while code mode
+is on."""
+_FIXED = (CALL_TOOL, LIST_SERVERS, RUN_CODE)
 
 
 def list_tools(
@@ -95,7 +105,7 @@ def listed_names(listed: ListedTools) -> frozenset[str] | None:
         return None
     if listed == "model":
         return frozenset(MODEL_TOOLS)
-    known = [*(s.name for s in TOOLS), CALL_TOOL, LIST_SERVERS]
+    known = [*(s.name for s in TOOLS), *_FIXED]
     unknown = [n for n in listed if n not in known]
     if unknown:
         raise ConfigError(
@@ -117,13 +127,15 @@ def build_server(
     observer: Observer | None = None,
     profile: Profile | None = None,
     tools: ListedTools = "all",
+    code: CodeRunner | None = None,
 ) -> Server[Any]:
     """An MCP server exposing ``broker``'s tools and resources on any transport, its history
     tools, and, with ``gateway_tools``, the gateway's tools, resources and prompts (it
     records proxied calls in its own history service: pass the same one as ``history``).
     With ``profile``, its hosts see only what the profile allows (one server per profile).
     ``tools`` is what ``tools/list`` shows of the broker's own tools (see
-    :func:`listed_names`); every one of them answers a call by its name."""
+    :func:`listed_names`); every one of them answers a call by its name. With ``code``
+    (and downstream servers), ``run_code`` runs programs over the downstream tools."""
     name = profile.name if profile is not None else None
     history = history or HistoryService(broker, HistoryConfig())
     directory = gateway_tools.directory if gateway_tools is not None else NoTools()
@@ -148,7 +160,7 @@ def build_server(
         get_tool_input_schema=lambda name: (
             runner.specs[name].input_schema() if name in runner.specs else None
         ),
-        **_tool_handlers(runner, gateway_tools, profile, tools),
+        **_tool_handlers(runner, gateway_tools, profile, tools, code),
         **_resource_handlers(ResourceReader(broker, name), gateway_tools, profile),
         **_prompt_handlers(prompt, gateway_tools, profile),
     )
@@ -193,16 +205,16 @@ def _tool_handlers(
     gateway_tools: GatewayTools | None,
     profile: Profile | None,
     listed_setting: ListedTools,
+    code: CodeRunner | None = None,
 ) -> dict[str, Any]:
-    """``tools/list`` and ``tools/call``: the broker's tools, then the gateway's; of the
-    broker's and gateway's own tools, those ``listed_setting`` lists."""
+    """``tools/list`` and ``tools/call``: the broker's tools, then the gateway's (and
+    ``run_code``); of the broker's and gateway's own tools, those ``listed_setting`` lists."""
     shown = listed_names(listed_setting)
     own = TOOLS if shown is None else tuple(s for s in TOOLS if s.name in shown)
     tool_list = list_tools(own, brief=listed_setting == "model")
 
     def listed(tool: types.Tool) -> bool:
-        fixed = tool.name in (CALL_TOOL, LIST_SERVERS)
-        return shown is None or not fixed or tool.name in shown
+        return shown is None or tool.name not in _FIXED or tool.name in shown
 
     async def on_list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -210,13 +222,19 @@ def _tool_handlers(
         if gateway_tools is None:
             return types.ListToolsResult(tools=tool_list)
         gateway_tools.notifier.remember(ctx.session)
-        downstream = [t for t in await gateway_tools.tools(ctx.session, profile) if listed(t)]
-        return types.ListToolsResult(tools=[*tool_list, *downstream])
+        downstream = await gateway_tools.tools(ctx.session, profile)
+        if code is not None and downstream:
+            downstream.insert(1, code.definition)  # beside call_tool
+        return types.ListToolsResult(tools=[*tool_list, *(t for t in downstream if listed(t))])
 
     async def on_call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         spec = runner.specs.get(params.name)
+        if params.name == RUN_CODE and code is not None and with_servers(gateway_tools):
+            return await code.call(
+                params.arguments or {}, profile, lambda: runner.host_session(ctx)
+            )
         if spec is not None:
             if gateway_tools is not None:  # early calls wait for the first gathering (bounded)
                 await gateway_tools.startup()
