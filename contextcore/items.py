@@ -137,6 +137,8 @@ class Tool:
     include: IncludeMode | None = None
     server_include: IncludeMode | None = None
     enabled: bool = True
+    output_schema: Mapping[str, Any] | None = None
+    """The schema of the tool's structured content, where its server gives one."""
 
     @property
     def ref(self) -> ItemRef:

@@ -15,11 +15,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .items import Tool
+
 __all__ = [
     "CALL_TOOL_SIGNATURE",
     "Parameter",
     "Signature",
     "function_name",
+    "python_line",
     "signature",
     "stubs",
 ]
@@ -164,3 +167,12 @@ def stubs(signatures: Iterable[Signature]) -> str:
     lines = ["from typing import Any, Literal", "", f"{CALL_TOOL_SIGNATURE}: ..."]
     lines += [f"{s.render()}: ..." for s in signatures]
     return "\n".join(lines) + "\n"
+
+
+def python_line(tool: Tool, call_name: str | None) -> str | None:
+    """The line a text gives a tool for ``run_code``: ``Python: async def ...``; None for a
+    tool with no name to call it by."""
+    if call_name is None:
+        return None
+    found = signature(call_name, tool.input_schema, tool.output_schema)
+    return f"Python (run_code): `{found.render()}`"

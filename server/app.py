@@ -39,9 +39,7 @@ async def _serve_stdio(server: Server[Any], direct: DirectCalls | None) -> None:
         await server.run(read, write, server.create_initialization_options())
 
 
-async def _with_gateway(
-    gateway: Gateway, code: CodeRunner | None, main: Any, *args: Any
-) -> None:
+async def _with_gateway(gateway: Gateway, code: CodeRunner | None, main: Any, *args: Any) -> None:
     """Run ``main(*args)`` with the downstream connections up (started in the background;
     with no server configured, the gateway only waits for a reload to add some), then stop
     code mode's sandbox workers."""

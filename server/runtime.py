@@ -28,8 +28,8 @@ from contextcore.services.history import HistoryService
 
 from .gateway import ExposedChangeFn, Gateway, GatewaySettings, ToolGate, resolve_servers
 from .gateway.oauth.store import open_tokens
-from .host.gateway_tools import RESERVED_NAMES, GatewayTools, HostNotifier
 from .host.code_mode import CodeRunner
+from .host.gateway_tools import RESERVED_NAMES, GatewayTools, HostNotifier
 from .host.mcp_server import build_server
 from .observability import Observer, build_tracer_provider
 from .parts import AppParts, build_parts

@@ -213,6 +213,7 @@ class ServerState:
                 include=tool_cfg[t.name].include if t.name in tool_cfg else None,
                 server_include=self.config.include,
                 enabled=tool_cfg[t.name].enabled if t.name in tool_cfg else True,
+                output_schema=dict(t.output_schema) if t.output_schema is not None else None,
             )
             for t in tools
         ]

@@ -151,6 +151,7 @@ def build_server(
         observer=observer,
         on_context=on_context,
         profile=name,
+        code_mode=code is not None and gateway_tools is not None,
     )
     prompt = ContextPrompt(broker, directory, on_context, name)
     server: Server[Any] = Server(
@@ -222,9 +223,7 @@ def _tool_handlers(
         if gateway_tools is None:
             return types.ListToolsResult(tools=tool_list)
         gateway_tools.notifier.remember(ctx.session)
-        downstream = await gateway_tools.tools(ctx.session, profile)
-        if code is not None and downstream:
-            downstream.insert(1, code.definition)  # beside call_tool
+        downstream = _with_code(await gateway_tools.tools(ctx.session, profile), code)
         return types.ListToolsResult(tools=[*tool_list, *(t for t in downstream if listed(t))])
 
     async def on_call_tool(
@@ -261,6 +260,14 @@ def _tool_handlers(
         )
 
     return {"on_list_tools": on_list_tools, "on_call_tool": on_call_tool}
+
+
+def _with_code(gateway_listed: list[types.Tool], code: CodeRunner | None) -> list[types.Tool]:
+    """The gateway's tools with ``run_code`` beside ``call_tool`` (while code mode is on and
+    the gateway lists anything: a server is configured)."""
+    if code is None or not gateway_listed:
+        return gateway_listed
+    return [gateway_listed[0], code.definition, *gateway_listed[1:]]
 
 
 def _resource_handlers(

@@ -95,8 +95,10 @@ class ToolRunner:
         observer: Observer | None = None,
         on_context: ContextListener | None = None,
         profile: str | None = None,
+        code_mode: bool = False,
     ) -> None:
         self.broker = broker
+        self.code_mode = code_mode
         # The profile of the hosts this runner serves: their sessions are created under it,
         # and a session of another profile is refused.
         self.profile = profile
@@ -143,6 +145,7 @@ class ToolRunner:
             built,
             self.profile,
             host_session=lambda: self.host_session(ctx),
+            code_mode=self.code_mode,
         )
 
     async def call(
