@@ -25,6 +25,7 @@ from context_broker.tools.code import RUN_CODE, RUN_CODE_DESCRIPTION, RunCodeArg
 from mcp import MCPError, types
 from pydantic import ValidationError
 
+from contextcore.code_runs import CodeCall, CodeRun
 from contextcore.errors import ContextCoreError
 from contextcore.profiles import Profile
 from contextcore.signatures import Signature, signature, stubs
@@ -33,7 +34,7 @@ from ..gateway.models import ExposedTool
 from ..settings import CodeConfig
 from ..wire.results import error_result
 from .gateway_tools import CALL_TOOL, GatewayTools
-from .sandbox import Sandbox, SandboxFailure
+from .sandbox import Outcome, Sandbox, SandboxFailure
 from .tool_calls import describe_validation_error
 
 __all__ = ["CodeRunner", "app_only"]
@@ -67,7 +68,7 @@ class _Run:
     session_id: str
     profile: Profile | None
     app_only: frozenset[tuple[str, str]]
-    calls: list[dict[str, Any]] = field(default_factory=list)
+    calls: list[CodeCall] = field(default_factory=list)
 
     async def call(self, server: str, tool: str, arguments: Any) -> Any:
         """A tool's structured content, else its text; ``RuntimeError`` for a refusal or
@@ -76,8 +77,8 @@ class _Run:
             raise TypeError("call_tool(server, tool, arguments): server and tool are names (str)")
         if arguments is not None and not isinstance(arguments, dict):
             raise TypeError(f"call_tool: arguments must be a dict, got {type(arguments).__name__}")
-        record: dict[str, Any] = {"server": server, "tool": tool, "ok": False}
-        self.calls.append(record)
+        self.calls.append(CodeCall(server, tool, False))
+        at = len(self.calls) - 1
         if (server, tool) in self.app_only:
             raise RuntimeError(
                 f"{server}/{tool}: the tool is for its MCP App's view only "
@@ -95,7 +96,7 @@ class _Run:
         text = "\n".join(b.text for b in result.content if isinstance(b, types.TextContent))
         if result.is_error:
             raise RuntimeError(text or f"{server}/{tool} failed")
-        record["ok"] = True
+        self.calls[at] = CodeCall(server, tool, True)
         return result.structured_content if result.structured_content is not None else text
 
 
@@ -203,49 +204,56 @@ class CodeRunner:
         args: RunCodeArgs,
         run: _Run,
         answer: str,
-        outcome: Any,
+        outcome: Outcome | None,
         started: float,
         *,
         reset: bool = False,
     ) -> str:
-        """Keep the run with the session, and its variables when it finished and they fit;
-        the note to add to the answer when they did not fit."""
-        entry = {
-            "at": started,
-            "code": args.code[:_RECORD_CHARS],
-            "calls": run.calls,
-            "answer": answer[:_RECORD_CHARS],
-            "is_error": outcome is None,
-        }
-        note = ""
-        kept: dict[str, Any] | None = None
-        if outcome is not None and outcome.state is not None:
-            if len(outcome.state) <= self.config.max_state_bytes:
-                kept = {
-                    "state": base64.b64encode(outcome.state).decode("ascii"),
-                    "checked_with": outcome.checked_with,
-                }
-            else:
-                note = (
-                    f"\n[variables not kept: {len(outcome.state)} bytes is over "
-                    f"code.max_state_bytes = {self.config.max_state_bytes}]"
-                )
+        """Keep the run with the session (after its latest turn), and its variables when it
+        finished and they fit; the note to add to the answer when they did not fit."""
+        kept, note = self._kept(outcome)
+        broker = self.gateway_tools.broker
 
-        def change(current: dict[str, Any] | None) -> dict[str, Any]:
+        def change(entry: dict[str, Any], current: dict[str, Any] | None) -> dict[str, Any]:
             base = {} if current is None or reset else dict(current)
-            if outcome is not None:
+            if outcome is not None:  # a failed run leaves the variables as they were
                 base.pop("state", None)
                 base.pop("checked_with", None)
-                base |= kept or {}
+                base |= kept
             base["runs"] = [*base.get("runs", [])[-(_RUNS_KEPT - 1) :], entry]
             return base
 
-        store = self.gateway_tools.broker.store
+        def record() -> None:
+            last = broker.last_turn(sid)
+            entry = CodeRun(
+                at=started,
+                turn=last.request_id if last is not None else None,
+                code=args.code[:_RECORD_CHARS],
+                calls=tuple(run.calls),
+                answer=answer[:_RECORD_CHARS],
+                is_error=outcome is None,
+            ).to_json()
+            broker.store.update_code_state(sid, lambda current: change(entry, current))
+
         try:
-            await anyio.to_thread.run_sync(store.update_code_state, sid, change)
+            await anyio.to_thread.run_sync(record)
         except ContextCoreError as exc:
             log.warning("could not keep the code state of session %s: %s", sid, exc)
         return note
+
+    def _kept(self, outcome: Outcome | None) -> tuple[dict[str, Any], str]:
+        """The variables to keep of a finished run (nothing: none, or over the size limit),
+        and the note saying why they were not kept."""
+        if outcome is None or outcome.state is None:
+            return {}, ""
+        size, limit = len(outcome.state), self.config.max_state_bytes
+        if size > limit:
+            return (
+                {},
+                f"\n[variables not kept: {size} bytes is over code.max_state_bytes = {limit}]",
+            )
+        data = base64.b64encode(outcome.state).decode("ascii")
+        return {"state": data, "checked_with": outcome.checked_with}, ""
 
 
 def _function(run: _Run, target: _Target) -> Callable[..., Any]:
