@@ -109,8 +109,19 @@ def _annotation(schema: Any, depth: int = 0) -> str:
     return "Any"
 
 
+def _members(annotation: str) -> list[str]:
+    """The members of a union annotation, split where no bracket is open."""
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(annotation):
+        depth += {"[": 1, "]": -1}.get(ch, 0)
+        if depth == 0 and annotation.startswith(" | ", i):
+            out.append(annotation[start:i])
+            start = i + 3
+    return [*out, annotation[start:]]
+
+
 def _union(annotations: Iterable[str]) -> str:
-    unique = list(dict.fromkeys(annotations))
+    unique = list(dict.fromkeys(m for a in annotations for m in _members(a)))
     if "Any" in unique:
         return "Any"
     return " | ".join(unique)

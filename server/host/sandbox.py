@@ -132,9 +132,9 @@ class Sandbox:
 def _failure(exc: monty.MontyError) -> SandboxFailure:
     """What the model reads of a program that did not finish."""
     if isinstance(exc, monty.MontySyntaxError):
-        return SandboxFailure(f"syntax error: {exc.display('traceback')}")
+        return SandboxFailure(f"nothing ran: {exc.display('traceback').strip()}")
     if isinstance(exc, monty.MontyTypingError):
-        return SandboxFailure(f"type error, nothing ran: {exc.display()}")
+        return SandboxFailure(f"nothing ran: {exc.display().strip()}")
     if isinstance(exc, monty.MontyRuntimeError):
         return SandboxFailure(exc.display("traceback"))
     if isinstance(exc, monty.MontyCrashedError):
