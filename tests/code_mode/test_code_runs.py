@@ -63,9 +63,7 @@ async def test_a_three_step_task_over_two_servers_returns_only_its_answer_on_the
             "get_request_context", {"session_id": sid, "request_id": request_id}
         )
         assert "## Code runs after this request (1)" in text_of(recorded)
-        assert "records/list_orders, records/get_order, time/get_current_time" in text_of(
-            recorded
-        )
+        assert "records/list_orders, records/get_order, time/get_current_time" in text_of(recorded)
 
 
 async def test_a_tool_s_python_signature_is_given_and_a_wrong_call_is_a_type_error_with_its_line(
