@@ -5,9 +5,12 @@ held by trust, app-only, with bad arguments); the broker answers as before after
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
 
 from tests.code_mode.code_env import (
@@ -19,6 +22,7 @@ from tests.code_mode.code_env import (
     write_config,
 )
 from tests.support.mcp_calls import call
+from tests.support.polling import eventually
 
 LIMITS = "timeout = 2\nmax_memory_mb = 32\nmax_recursion_depth = 100\nmax_calls = 20"
 HOSTILE = {
@@ -127,3 +131,59 @@ servers = ["records", "held"]
         assert failed and "Expected `str | None`" in text
     assert downstream_calls(tmp_path) == []
     assert not (tmp_path / "held_calls.jsonl").exists()
+
+
+def _workers() -> list[int]:
+    """The sandbox workers of the brokers this test process started."""
+    me = str(os.getpid())
+    brokers = {
+        p.name
+        for p in Path("/proc").iterdir()
+        if p.name.isdigit() and _parent(p) == me and b"context-broker" in _cmdline(p)
+    }
+    return [
+        int(p.name)
+        for p in Path("/proc").iterdir()
+        if p.name.isdigit() and _parent(p) in brokers and b"monty" in _cmdline(p)
+    ]
+
+
+def _parent(proc: Path) -> str:
+    try:
+        return (proc / "stat").read_text().rsplit(")", 1)[1].split()[1]
+    except (OSError, IndexError):
+        return ""
+
+
+def _cmdline(proc: Path) -> bytes:
+    try:
+        return (proc / "cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+async def test_a_run_past_its_time_is_stopped_a_killed_worker_replaced_and_the_broker_serves(
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, code="run_timeout = 3\nworkers = 1")
+    async with serving(config) as client:
+        failed, text = await run(client, "await records__wait(seconds=30)")
+        assert failed and "longer than 3 s (code.run_timeout)" in text, text
+        failed, text = await run(client, "6 * 7")
+        assert not failed and answer_of(text) == 42
+
+        outcome: list[tuple[bool, str]] = []
+
+        async def waiting() -> None:
+            outcome.append(await run(client, "await records__wait(seconds=2)\n'done'"))
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(waiting)
+            await eventually(lambda: len(downstream_calls(tmp_path)) == 2)
+            (worker,) = _workers()
+            os.kill(worker, signal.SIGKILL)
+        failed, text = outcome[0]
+        assert failed and "sandbox worker stopped" in text, text
+        failed, text = await run(client, "6 * 7")
+        assert not failed and answer_of(text) == 42
+        assert _workers() and worker not in _workers()
