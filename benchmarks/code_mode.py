@@ -83,9 +83,8 @@ def _per_country_answer(read: list[Any]) -> Any:
     for o in orders:
         if o["status"] == "open":
             open_by_country[o["country"]] = open_by_country.get(o["country"], 0) + 1
-    paid_de = round(
-        sum(o["amount"] for o in orders if o["status"] == "paid" and o["country"] == "DE"), 2
-    )
+    paid = [o["amount"] for o in orders if o["status"] == "paid" and o["country"] == "DE"]
+    paid_de = round(sum(paid), 2)
     return {"open": dict(sorted(open_by_country.items())), "paid_de": paid_de}
 
 
@@ -225,6 +224,7 @@ async def _timed(fn: Callable[[], Any]) -> float:
 async def _call_cost(client: Client, calls: int, rounds: int) -> None:
     sid = (await client.call_tool("create_session", {})).structured_content["session_id"]  # type: ignore[index]
     args = {"server": "records", "tool": "get_order", "arguments": {"order_id": 1000}}
+    with_sid = {**args, "session_id": sid}
     loop = f"for i in range({calls}):\n    await records__get_order(order_id=1000)"
     plain: list[float] = []
     recorded: list[float] = []
@@ -232,7 +232,6 @@ async def _call_cost(client: Client, calls: int, rounds: int) -> None:
     for _ in range(rounds):
         for _ in range(calls):
             plain.append(await _timed(lambda: client.call_tool("call_tool", args)))
-            with_sid = {**args, "session_id": sid}
             recorded.append(await _timed(lambda: client.call_tool("call_tool", with_sid)))
         empty = await _timed(lambda: client.call_tool("run_code", {"code": "0", "session_id": sid}))
         full = await _timed(lambda: client.call_tool("run_code", {"code": loop, "session_id": sid}))
