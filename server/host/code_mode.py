@@ -27,17 +27,18 @@ from pydantic import ValidationError
 
 from contextcore.code_runs import CodeCall, CodeRun
 from contextcore.errors import ContextCoreError
+from contextcore.items import ItemRef, Tool
 from contextcore.profiles import Profile
-from contextcore.signatures import Signature, signature, stubs
+from contextcore.signatures import Signature, python_line, signature, stubs
 
 from ..gateway.models import ExposedTool
 from ..settings import CodeConfig
 from ..wire.results import error_result
-from .gateway_tools import CALL_TOOL, GatewayTools
+from .gateway_tools import CALL_TOOL, GatewayDirectory, GatewayTools
 from .sandbox import Outcome, Sandbox, SandboxFailure
 from .tool_calls import describe_validation_error
 
-__all__ = ["CodeRunner", "app_only"]
+__all__ = ["CodeDirectory", "CodeRunner", "app_only"]
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,28 @@ def app_only(definition: types.Tool) -> bool:
     ui = (definition.meta or {}).get("ui")
     seen = ui.get("visibility") if isinstance(ui, Mapping) else None
     return isinstance(seen, list) and "model" not in seen
+
+
+class CodeDirectory:
+    """How a host calls downstream tools (:class:`GatewayDirectory`), and, while code mode
+    is on, the Python signature a program calls each by (:meth:`python_line`)."""
+
+    def __init__(self, directory: GatewayDirectory, code_mode: bool) -> None:
+        self._directory = directory
+        self.code_mode = code_mode
+
+    def exposed_name(self, ref: ItemRef) -> str | None:
+        return self._directory.exposed_name(ref)
+
+    def listed(self, ref: ItemRef) -> bool:
+        return self._directory.listed(ref)
+
+    def python_line(self, item: Tool) -> str | None:
+        """``Python (run_code): `async def ...``` for a tool entry of a text; None while
+        code mode is off or the tool has no name to call it by."""
+        if not self.code_mode:
+            return None
+        return python_line(item, self.exposed_name(item.ref))
 
 
 @dataclass(frozen=True)

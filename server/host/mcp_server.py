@@ -20,7 +20,7 @@ from mcp.server.session import ServerSession
 
 from contextcore.assembly_model import AssemblyModelSpec
 from contextcore.config import HistoryConfig, ListedTools
-from contextcore.context_text import NoTools
+from contextcore.context_text import NoTools, ToolDirectory
 from contextcore.errors import ConfigError
 from contextcore.profiles import Profile
 from contextcore.services.broker import ContextBroker
@@ -32,7 +32,7 @@ from ..observability import Observer
 from ..summarizers import SummarizerFactory
 from ..ui.app import tool_meta
 from ..ui.view import APP_TOOL
-from .code_mode import CodeRunner
+from .code_mode import CodeDirectory, CodeRunner
 from .downstream import (
     check_shown,
     completion_handler,
@@ -138,7 +138,9 @@ def build_server(
     (and downstream servers), ``run_code`` runs programs over the downstream tools."""
     name = profile.name if profile is not None else None
     history = history or HistoryService(broker, HistoryConfig())
-    directory = gateway_tools.directory if gateway_tools is not None else NoTools()
+    directory: ToolDirectory = NoTools()
+    if gateway_tools is not None:  # with code mode, tool entries give Python signatures
+        directory = CodeDirectory(gateway_tools.directory, code is not None)
     observer = observer or Observer()
     on_context = _context_listener(observer, gateway_tools)
     runner = ToolRunner(
