@@ -108,7 +108,7 @@ class CodeConfig(ConfigModel):
     run_timeout: float = Field(120.0, gt=0)
     max_memory_mb: int = Field(64, ge=1, le=16_384)
     max_recursion_depth: int = Field(200, ge=10, le=10_000)
-    # Tool calls (and other waits on the broker) one run may make.
+    # Tool calls one run may make (other waits of the program: twice as many).
     max_calls: int = Field(50, ge=1, le=10_000)
     # Bytes the variables a session keeps between runs may take in the store.
     max_state_bytes: int = Field(1_000_000, ge=1_000)

@@ -91,6 +91,7 @@ class _Run:
     session_id: str
     profile: Profile | None
     app_only: frozenset[tuple[str, str]]
+    max_calls: int
     calls: list[CodeCall] = field(default_factory=list)
 
     async def call(self, server: str, tool: str, arguments: Any) -> Any:
@@ -100,6 +101,11 @@ class _Run:
             raise TypeError("call_tool(server, tool, arguments): server and tool are names (str)")
         if arguments is not None and not isinstance(arguments, dict):
             raise TypeError(f"call_tool: arguments must be a dict, got {type(arguments).__name__}")
+        if len(self.calls) >= self.max_calls:
+            raise RuntimeError(
+                f"{server}/{tool}: the run reached its limit of {self.max_calls} tool calls "
+                "(code.max_calls); do the rest in another run"
+            )
         self.calls.append(CodeCall(server, tool, False))
         at = len(self.calls) - 1
         if (server, tool) in self.app_only:
@@ -172,11 +178,16 @@ class CodeRunner:
             return error_result(f"{RUN_CODE}: invalid arguments: {describe_validation_error(exc)}")
         await self.gateway_tools.startup()
         broker = self.gateway_tools.broker
-        try:
+
+        def session() -> str:
             sid = broker.require_session(args.session_id) if args.session_id else None
-            sid = sid or await anyio.to_thread.run_sync(default_session)
+            sid = sid or default_session()
             if profile is not None:
                 broker.require_profile(sid, profile.name)
+            return sid
+
+        try:
+            sid = await anyio.to_thread.run_sync(session)
         except ContextCoreError as exc:
             return error_result(f"{RUN_CODE}: {exc.field}: {exc.message}")
         return await self._run(args, sid, profile)
@@ -188,7 +199,7 @@ class CodeRunner:
         hidden = frozenset(
             (t.server, t.tool) for t in self._callable(profile) if app_only(t.definition)
         )
-        run = _Run(self.gateway_tools, sid, profile, hidden)
+        run = _Run(self.gateway_tools, sid, profile, hidden, self.config.max_calls)
         functions: dict[str, Callable[..., Any]] = {"call_tool": run.call}
         functions |= {name: _function(run, target) for name, target in targets.items()}
         store = self.gateway_tools.broker.store
@@ -204,9 +215,8 @@ class CodeRunner:
                 (saved or {}).get("checked_with", ""),
             )
         except SandboxFailure as exc:
-            answer = f"{exc.message}\n{_footer(sid, run)}"
-            await self._keep(sid, args, run, answer, None, started, reset=args.reset)
-            return error_result(answer)
+            await self._keep(sid, args, run, exc.message, None, started, reset=args.reset)
+            return error_result(f"{exc.message}\n{_footer(sid, run)}")
         answer = self._answer(outcome.value, outcome.printed)
         note = await self._keep(sid, args, run, answer, outcome, started)
         text = f"{answer}\n{_footer(sid, run)}{note}"

@@ -81,7 +81,9 @@ class Sandbox:
             "max_feed_duration_secs": c.timeout,
             "max_memory": c.max_memory_mb * 1024 * 1024,
             "max_recursion_depth": c.max_recursion_depth,
-            "max_suspensions": c.max_calls,
+            # Every call suspends the program, and so does each result of calls awaited
+            # together: the runner counts the calls, this bounds whatever else suspends.
+            "max_suspensions": 2 * c.max_calls + 10,
         }
 
     async def run(

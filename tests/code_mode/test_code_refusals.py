@@ -48,7 +48,7 @@ HOSTILE = {
     "deep recursion": ("def f(n):\n    return f(n + 1)\nf(0)", "RecursionError"),
     "flood of calls": (
         "for i in range(10_000):\n    await records__get_order(order_id=1000)",
-        "limit 20 exceeded",
+        "limit of 20 tool calls (code.max_calls)",
     ),
 }
 
