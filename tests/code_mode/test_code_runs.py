@@ -138,3 +138,18 @@ async def test_code_mode_off_takes_run_code_off_the_surface(tmp_path: Path) -> N
         assert got["items"][0]["python"] is None and "Python" not in got["text"]
         with pytest.raises(MCPError, match="unknown tool 'run_code'"):
             await client.call_tool("run_code", {"code": "1"})
+
+
+async def test_calls_awaited_together_run_at_once(tmp_path: Path) -> None:
+    async with serving(write_config(tmp_path)) as client:
+        code = (
+            "import asyncio, time\n"
+            "start = time.monotonic()\n"
+            "said = await asyncio.gather(*[records__wait(seconds=1) for _ in range(3)])\n"
+            "[said, time.monotonic() - start]"
+        )
+        failed, text = await run(client, code)
+        assert not failed, text
+        said, took = answer_of(text)
+        assert said == [{"result": "waited 1.0 s"}] * 3 and 1 <= took < 2.5
+        assert "; 3 tool calls]" in text
