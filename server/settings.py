@@ -60,7 +60,8 @@ class ServerConfig(ConfigModel):
     # off, every request goes through the MCP SDK's sessions (CONTEXT_BROKER_FAST_PATH=0).
     fast_path: bool = True
     # What a host's tools/list shows of the broker's own tools: "model" (what a model needs to
-    # work: build_request_context, get_context_items and call_tool), "all", or a list of names.
+    # work: build_request_context, get_context_items, call_tool and run_code), "all", or a
+    # list of names.
     # Every broker tool answers a call by its name whatever is listed.
     tools: ListedTools = "model"
     http: HttpConfig = HttpConfig()
