@@ -224,8 +224,6 @@ class CodeRunner:
 
     def _answer(self, value: Any, printed: str) -> str:
         limit = self.config.max_output_chars
-        if len(printed) > limit:
-            printed = f"{printed[:limit]}\n[printed output cut at {limit} characters]"
         shown = "" if value is None else _render(value)
         if len(shown) > limit:
             shown = f"{shown[:limit]}\n[answer cut at {limit} characters]"

@@ -47,6 +47,32 @@ class Outcome:
     checked_with: str
 
 
+class _Printed:
+    """What a program prints, kept up to ``limit`` characters (the rest is counted, not
+    kept: a program that prints without end runs into its time limit, not the host's
+    memory)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.parts: list[str] = []
+        self.kept = 0
+        self.dropped = 0
+
+    def __call__(self, stream: str, text: str) -> None:
+        room = self.limit - self.kept
+        if room > 0:
+            self.parts.append(text[:room])
+            self.kept += min(len(text), room)
+        self.dropped += max(0, len(text) - max(room, 0))
+
+    @property
+    def text(self) -> str:
+        out = "".join(self.parts)
+        if self.dropped:
+            out += f"\n[printed output cut at {self.limit} characters; {self.dropped} more]"
+        return out
+
+
 class Sandbox:
     """One pool of sandbox workers for the broker's whole life (see :meth:`aclose`)."""
 
@@ -99,7 +125,7 @@ class Sandbox:
         (``checked_with``: their digest), which keeps the checker it was made with."""
         pool = await self._started()
         digest = hashlib.sha256(stubs.encode()).hexdigest()[:16]
-        printed = monty.CollectString(max_bytes=self.config.max_output_chars * 4)
+        printed = _Printed(self.config.max_output_chars)
         session = pool.checkout(
             script_name="run_code.py",
             limits=self._limits(),
@@ -128,7 +154,7 @@ class Sandbox:
                 "and was stopped; make fewer or faster tool calls"
             ) from None
         kept_with = digest if state is None else checked_with
-        return Outcome(value, printed.output, kept, kept_with)
+        return Outcome(value, printed.text, kept, kept_with)
 
 
 def _failure(exc: monty.MontyError) -> SandboxFailure:

@@ -153,3 +153,17 @@ async def test_calls_awaited_together_run_at_once(tmp_path: Path) -> None:
         said, took = answer_of(text)
         assert said == [{"result": "waited 1.0 s"}] * 3 and 1 <= took < 2.5
         assert "; 3 tool calls]" in text
+
+
+async def test_printed_output_and_the_answer_are_cut_at_their_limit_saying_so(
+    tmp_path: Path,
+) -> None:
+    async with serving(write_config(tmp_path, code="max_output_chars = 100")) as client:
+        failed, text = await run(
+            client, "for i in range(100_000):\n    print('line', i)\n'x' * 500"
+        )
+        assert not failed, text
+        printed, cut = text.split("\n[printed output cut at 100 characters; ", 1)
+        assert printed.startswith("line 0\nline 1\n") and len(printed) == 100
+        assert cut.split(" ", 1)[0].isdigit()
+        assert "x" * 100 + "\n[answer cut at 100 characters]" in text
