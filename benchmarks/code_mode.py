@@ -222,7 +222,9 @@ async def _timed(fn: Callable[[], Any]) -> float:
 
 
 async def _call_cost(client: Client, calls: int, rounds: int) -> None:
-    sid = (await client.call_tool("create_session", {})).structured_content["session_id"]  # type: ignore[index]
+    # The connection's session, as run_code's footer names it: "[session_id s_...; ...]".
+    footer = _text(await client.call_tool("run_code", {"code": "0"})).rstrip().splitlines()[-1]
+    sid = footer.removeprefix("[session_id ").split(";", 1)[0]
     args = {"server": "records", "tool": "get_order", "arguments": {"order_id": 1000}}
     with_sid = {**args, "session_id": sid}
     loop = f"for i in range({calls}):\n    await records__get_order(order_id=1000)"
