@@ -90,7 +90,14 @@ class Sandbox:
                     request_timeout=self.config.run_timeout,
                     checkout_timeout=self.config.run_timeout,
                 )
-                await pool.__aenter__()
+                try:
+                    await pool.__aenter__()
+                except (OSError, monty.MontyError) as exc:
+                    log.error("the code sandbox could not start: %s", exc)
+                    raise SandboxFailure(
+                        f"the sandbox could not start ({exc}); the broker's log has the "
+                        "details (scripts/setup.sh installs pydantic-monty's worker)"
+                    ) from None
                 self._pool = pool
             return self._pool
 
