@@ -5,16 +5,23 @@ The two kinds of call alternate in one session of one broker process, so both se
 machine load; medians of each kind are compared.
 
 Run: .venv/bin/python benchmarks/intents_cost.py [--items 1000] [--calls 200] [--reach]
+    [--baseline DIR]
 
 ``--reach``: half the items are tools (50 servers of 10, ``agent``), and the six-step call is
 measured against two broker processes, one naming tools within reach (the defaults) and one
 with ``[search] reach_tokens = 0``, their calls alternating: what the candidates cost.
+
+``--baseline DIR``: the same catalog (half tools, defaults), the six-step call measured
+against two broker processes, this checkout's and DIR's (another checkout of the project,
+``git worktree add /tmp/before <commit>``; it runs with this venv, its own code first on
+``PYTHONPATH``), their calls alternating: after / before.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -25,6 +32,7 @@ from mcp import Client, StdioServerParameters
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _checkouts import python_path
 from _common import percentile
 from server_latency import _TOPICS, _VERBS, BROKER, QUERIES, write_catalog_config
 
@@ -111,10 +119,46 @@ async def _reach_cost(on: Path, off: Path, calls: int) -> tuple[list[float], lis
     return times[0], times[1], named
 
 
-def _params(config: Path) -> StdioServerParameters:
+def _params(config: Path, checkout: Path | None = None) -> StdioServerParameters:
+    env = None
+    if checkout is not None:
+        env = {**os.environ, "PYTHONPATH": python_path(checkout)}
     return StdioServerParameters(
-        command=BROKER, args=["--log-level", "WARNING", "serve", "--config", str(config)]
+        command=BROKER,
+        args=["--log-level", "WARNING", "serve", "--config", str(config)],
+        env=env,
+        cwd=checkout,
     )
+
+
+async def _against(config: Path, baseline: Path, calls: int) -> tuple[list[float], list[float]]:
+    """Six-step calls alternating between this checkout's broker and ``baseline``'s."""
+    times: tuple[list[float], list[float]] = ([], [])
+    async with (
+        Client(_params(config), mode="legacy") as a,
+        Client(_params(config, baseline), mode="legacy") as b,
+    ):
+        for i in range(12 + 2 * calls):  # the first twelve warm both up
+            client = (a, b)[i % 2]
+            args = {"message": QUERIES[i % len(QUERIES)], "intents": PLANS[(i // 2) % len(PLANS)]}
+            started = time.perf_counter()
+            result = await client.call_tool("build_request_context", args)
+            if i >= 12:
+                times[i % 2].append((time.perf_counter() - started) * 1000)
+            assert not result.is_error, result.content
+    return times[0], times[1]
+
+
+def _baseline_main(items: int, calls: int, baseline: Path) -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        on, _ = _tools_config(Path(tmp), items)
+        after, before = anyio.run(_against, on, baseline, calls)
+    a50, b50 = percentile(after, 50), percentile(before, 50)
+    print(f"catalog {items} items ({items // 2} tools), six-step plan, {calls} calls each")
+    print(f"this checkout:    p50 {a50:6.2f} ms, p95 {percentile(after, 95):6.2f} ms")
+    print(f"{baseline}: p50 {b50:6.2f} ms, p95 {percentile(before, 95):6.2f} ms")
+    print(f"after / before {a50 / b50:.2f}x")
+    return 0
 
 
 def _reach_main(items: int, calls: int) -> int:
@@ -135,7 +179,10 @@ def main() -> int:
     parser.add_argument("--items", type=int, default=1000)
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--reach", action="store_true", help="what tools within reach cost")
+    parser.add_argument("--baseline", type=Path, default=None, help="another checkout")
     args = parser.parse_args()
+    if args.baseline is not None:
+        return _baseline_main(args.items, args.calls, args.baseline)
     if args.reach:
         return _reach_main(args.items, args.calls)
     with tempfile.TemporaryDirectory() as tmp:

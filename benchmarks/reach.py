@@ -166,12 +166,15 @@ def named(text: str, key: str) -> bool:
     schema follow) and a candidate line ``- <exposed> (server S, tool T): <description>``
     have it. A line naming the tool without its server does not count, nor does the
     "Not included" line (``- tool:S/T (...): get_context_items(...)``), which does not say
-    what the tool does. A rule or reference ``rule:N`` counts when a line is its heading
+    what the tool does. A small catalog's directory line ``- server S: T1, T2`` names each
+    of its tools (the model fetches a schema by ``S/T``). A rule or reference ``rule:N`` counts when a line is its heading
     ``### NNN N`` (priority, name; its text follows)."""
     ref = ItemRef.parse(key)
     if ref.type == "tool":
-        pattern = rf"(?<![\w-])server {re.escape(ref.server or '')}, tool {re.escape(ref.name)}"
-        pattern += r"(?=[);,:]|$)"
+        server, tool = re.escape(ref.server or ""), re.escape(ref.name)
+        pattern = rf"(?<![\w-])server {server}, tool {tool}(?=[);,:]|$)"
+        # a small catalog's directory: ``- server S: T1, T2, ...``
+        pattern += rf"|^- server {server}: (?:[^\n]*, )?{tool}(?=, |$)"
     else:
         pattern = rf"^### \d{{3}} {re.escape(ref.name)}(?= — |$)"
     return re.search(pattern, text, re.MULTILINE) is not None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from .errors import CatalogError
@@ -34,6 +34,7 @@ class Catalog:
         self._lock = threading.RLock()
         self.version = 0
         self._pending: tuple[str, ...] = ()
+        self._unavailable: dict[str, str] = {}
         self._retired: frozenset[str] = frozenset()
         for item in items:
             if item.ref in self._items:
@@ -151,6 +152,15 @@ class Catalog:
     def set_pending(self, sources: Iterable[str]) -> None:
         """Say which sources are still on their way (an empty list once all arrived)."""
         self._pending = tuple(sorted(sources))
+
+    @property
+    def unavailable(self) -> Mapping[str, str]:
+        """Sources (downstream servers) that are not running, each with why in one line."""
+        return self._unavailable
+
+    def set_unavailable(self, reasons: Mapping[str, str]) -> None:
+        """Say which sources are not running and why (empty: every one is)."""
+        self._unavailable = dict(sorted(reasons.items()))
 
     def counts(self) -> dict[str, dict[str, int]]:
         """Enabled items per type and include mode."""

@@ -90,6 +90,7 @@ class SearchConfig(ConfigModel):
     reach_per_step: int = Field(2, ge=0)
     reach_min_score: float = Field(0.15, ge=0.0, le=1.0)
     reach_min_best: float = Field(0.30, ge=0.0, le=1.0)
+    reach_directory_tokens: int = Field(400, ge=0)
     reach_line_chars: int = Field(90, ge=20)
 
 

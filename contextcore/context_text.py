@@ -35,6 +35,7 @@ __all__ = [
     "estimate_tokens",
     "how_included",
     "item_block",
+    "inline",
     "item_heading",
     "listed_entry",
     "render_context",
@@ -91,10 +92,33 @@ def estimate_tokens(text: str) -> int:
 
 
 def schema_text(schema: object) -> str:
-    """An input schema as compact JSON, keys in the order the server wrote them."""
+    """An input schema as compact JSON, keys in the order the server wrote them, without
+    the ``title`` of the schema and of its parts (a label generated from a name the schema
+    already gives; a property named ``title`` stays) nor the ``$schema`` dialect URI."""
     return json.dumps(
-        schema, ensure_ascii=False, separators=(",", ":"), sort_keys=False, default=_plain
+        _untitled(schema), ensure_ascii=False, separators=(",", ":"), sort_keys=False,
+        default=_plain,
     )
+
+
+def _untitled(schema: object, depth: int = 0) -> object:
+    if depth > 64 or not isinstance(schema, Mapping):
+        return schema
+    out: dict[str, object] = {}
+    for key, value in schema.items():
+        if key in ("title", "$schema") and isinstance(value, str):
+            continue
+        if key in ("properties", "$defs", "definitions", "patternProperties") and isinstance(
+            value, Mapping
+        ):
+            out[key] = {name: _untitled(sub, depth + 1) for name, sub in value.items()}
+        elif isinstance(value, Mapping):
+            out[key] = _untitled(value, depth + 1)
+        elif isinstance(value, list | tuple):
+            out[key] = [_untitled(v, depth + 1) for v in value]
+        else:
+            out[key] = value
+    return out
 
 
 def _plain(value: object) -> object:
@@ -119,29 +143,40 @@ def how_included(row: RequestItem, intents: Sequence[str] = ()) -> str:
     return why
 
 
+def inline(text: str) -> str:
+    """``text`` on one line: every run of whitespace (line breaks of any kind included) one
+    space. A downstream's name or description written so cannot begin a line of the text,
+    so none of its headings, markers or fences stands as the broker's own."""
+    return " ".join(text.split())
+
+
 def item_heading(ref: ItemRef, item: ContextItem | None, directory: ToolDirectory) -> str:
     """``010 sql-migrations`` for rules and references (priority as three digits);
-    ``time__get_current_time (server time, tool get_current_time)`` for tools."""
+    ``time__get_current_time (server time, tool get_current_time)`` for tools. Names are
+    written on one line (:func:`inline`)."""
     if ref.type != "tool":
         priority = item.priority if item is not None else 0
-        return f"{priority:03d} {ref.name}"
+        return f"{priority:03d} {inline(ref.name)}"
     name = directory.exposed_name(ref)
-    origin = f"server {ref.server}, tool {ref.name}"
+    origin = f"server {inline(ref.server or '')}, tool {inline(ref.name)}"
     if name is None:
-        return f"{ref.server}/{ref.name} ({origin}; no connected server offers it)"
-    return f"{name} ({origin})"
+        return f"{inline(f'{ref.server}/{ref.name}')} ({origin}; no connected server offers it)"
+    return f"{inline(name)} ({origin})"
 
 
 def item_block(
     ref: ItemRef, item: ContextItem | None, directory: ToolDirectory, mode: str | None = None
 ) -> str:
-    """The full definition of one item: heading, description, text or input schema."""
+    """The full definition of one item: heading, description, text or input schema. A tool's
+    description is a downstream's text, so it is given on one line (:func:`inline`); its
+    schema is JSON, whose strings hold no line break."""
     head = f"### {item_heading(ref, item, directory)}" + (f" — {mode}" if mode else "")
     if item is None:
         return f"{head}\n(no longer in the catalog)"
     lines = [head]
     if item.description:
-        lines.append(item.description.strip())
+        tool = isinstance(item, Tool)
+        lines.append(inline(item.description) if tool else item.description.strip())
     if isinstance(item, Tool):
         lines.append(f"Input schema: {schema_text(item.input_schema or {'type': 'object'})}")
     elif item.text.strip():
@@ -162,10 +197,11 @@ def section(kind: ItemType, blocks: Sequence[str], intro: Sequence[str] = ()) ->
     return head + ("\n\n" + "\n\n".join(blocks) if blocks else "")
 
 
-def tools_intro(listed: Sequence[str] = ()) -> list[str]:
-    """What opens a host's tools section: how to call a tool, and the tools (``listed``
-    entries) its tool list already has, which are named rather than described."""
-    intro = [CALL_HINT]
+def tools_intro(listed: Sequence[str] = (), *, hint: bool = True) -> list[str]:
+    """What opens a host's tools section: how to call a tool (unless ``hint`` is False: an
+    earlier text of the conversation said it), and the tools (``listed`` entries) its tool
+    list already has, which are named rather than described."""
+    intro = [CALL_HINT] if hint else []
     if listed:
         intro.append("Already in your tool list: " + ", ".join(listed) + ".")
     return intro
@@ -186,7 +222,9 @@ REACH_INTRO = (
 def reach_section(
     context: RequestContext, lookup: Lookup, directory: ToolDirectory, line_chars: int
 ) -> list[str]:
-    """The request context's further candidates as lines (none: an empty list)."""
+    """The request context's further candidates as lines (none: an empty list). A turn that
+    continues a conversation whose texts already said how to use them leaves out the
+    intro."""
     if not context.candidates:
         return []
     lines = [
@@ -194,7 +232,56 @@ def reach_section(
         for row in context.candidates
         for item in (lookup(row.ref),)
     ]
-    return [REACH_TITLE, REACH_INTRO, *lines]
+    told = context.continues and (context.named_before > 0 or _gave_tools(context))
+    return [REACH_TITLE, *(() if told else (REACH_INTRO,)), *lines]
+
+
+DIRECTORY_TITLE = "## Every other tool, by server"
+DIRECTORY_INTRO = (
+    'get_context_items(keys=["<server>/<tool>"]) gives one\'s input schema; then call it '
+    "with call_tool."
+)
+
+
+def directory_section(context: RequestContext) -> list[str]:
+    """A small catalog's other tools, one line per server (none: an empty list)."""
+    if not context.directory:
+        return []
+    by_server: dict[str, list[str]] = {}
+    for ref in context.directory:
+        by_server.setdefault(inline(ref.server or ""), []).append(inline(ref.name))
+    lines = [f"- server {server}: " + ", ".join(names) for server, names in by_server.items()]
+    return [DIRECTORY_TITLE, DIRECTORY_INTRO, *lines]
+
+
+def _gave_tools(context: RequestContext) -> bool:
+    """Whether an earlier text of the conversation gave a tool in full (and so said how to
+    call one)."""
+    return any(ref.type == "tool" for ref in context.given)
+
+
+GIVEN_EARLIER = "Given earlier in this conversation"
+
+
+def given_line(
+    context: RequestContext, rows: Sequence[RequestItem], directory: ToolDirectory
+) -> str:
+    """The one line naming what earlier texts of the conversation gave in full, with how
+    to see one again; with further candidates named before, how many."""
+    names = [_short_name(row.ref, directory) for row in rows]
+    again = " (get_context_items gives one again)" if names else ""
+    line = f"{GIVEN_EARLIER}{again}: " + ", ".join(names) if names else ""
+    if context.named_before:
+        more = f"{context.named_before} more tools named earlier are still within reach."
+        line = f"{line}. {more}" if line else more
+    return line
+
+
+def _short_name(ref: ItemRef, directory: ToolDirectory) -> str:
+    if ref.type != "tool":
+        return f"{ref.type} `{inline(ref.name)}`"
+    name = directory.exposed_name(ref)
+    return f"`{inline(name if name is not None else f'{ref.server}/{ref.name}')}`"
 
 
 def _header(context: RequestContext) -> list[str]:
@@ -207,7 +294,7 @@ def _header(context: RequestContext) -> list[str]:
     if context.intents:
         steps = "; ".join(f"{n}. {step}" for n, step in enumerate(context.intents, 1))
         lines.append(f"Plan searched: {steps}")
-    if context.context_turns:
+    if context.context_turns and not context.continues:  # its entries name their turn
         turns = ", ".join(context.context_turns)
         lines.append(f"Earlier turns that brought items in: {turns}")
     if not context.items:
@@ -248,18 +335,24 @@ def render_context(
     """
     ordered = sort_items(context.items, lookup)
     fixed = _header(context)
-    warnings = [f"- {w}" for w in context.warnings]
+    warnings = [f"- {inline(w)}" for w in context.warnings]
     listed: list[str] = []
     blocks: list[tuple[RequestItem, str, int]] = []
+    given = set(context.given)
+    earlier: list[RequestItem] = []
     for row in ordered:
         if row.ref.type == "tool" and directory.listed(row.ref):
             listed.append(listed_entry(row, directory, context.intents))
+        elif row.ref in given:
+            earlier.append(row)
         elif detail == "names":
             line = _name_line(row, lookup(row.ref), directory, context.intents)
             blocks.append((row, line, 0))
         else:
             block = describe(row, lookup, directory, context.intents)
             blocks.append((row, block, estimate_tokens(block) + 1))
+    if earlier or context.named_before:
+        fixed = [*fixed, given_line(context, earlier, directory)]
     budget = max_tokens - estimate_tokens("\n".join(fixed + warnings + listed)) - 60
     kept: list[tuple[RequestItem, str, int]] = []
     omitted: list[tuple[RequestItem, int]] = []
@@ -271,8 +364,13 @@ def render_context(
             kept.append((row, block, cost))
             budget -= cost
     reach = reach_section(context, lookup, directory, line_chars)
+    catalog = directory_section(context)
+    reach += ([""] if reach and catalog else []) + catalog
     while True:
-        text = _assemble(fixed, kept, listed, reach, omitted, warnings, max_tokens, context.intents)
+        text = _assemble(
+            fixed, kept, listed, reach, omitted, warnings, max_tokens, context.intents,
+            hint=not (context.continues and _gave_tools(context)),
+        )
         if estimate_tokens(text) <= max_tokens:
             break
         if reach:  # candidate lines go first, the last first, then the whole section
@@ -295,12 +393,14 @@ def _assemble(
     warnings: Sequence[str],
     max_tokens: int,
     intents: Sequence[str],
+    *,
+    hint: bool = True,
 ) -> str:
     parts = ["\n".join(fixed)]
     for kind in _TITLES:
         blocks = [block for row, block, _ in kept if row.ref.type == kind]
         if kind == "tool" and (blocks or listed):
-            parts.append(section(kind, blocks, tools_intro(listed)))
+            parts.append(section(kind, blocks, tools_intro(listed, hint=hint)))
         elif blocks:
             parts.append(section(kind, blocks))
     if reach:  # the further candidates, right after the tools

@@ -79,10 +79,15 @@ class Recent:
     called: tuple[str, ...] = ()
 
     def turn_of(self, ref: ItemRef) -> str | None:
-        """The turn an item carried over from, else the latest turn (None without turns)."""
-        if self.items is not None and ref in self.items:
+        """The turn an item carried over from, else the latest turn that chose anything (a
+        turn that selected nothing, such as small talk, brought nothing over; None when
+        no recent turn chose anything)."""
+        if not self.items:
+            return None
+        if ref in self.items:
             return self.items[ref]
-        return self.turns[-1] if self.turns else None
+        chose = set(self.items.values())
+        return next((t for t in reversed(self.turns) if t in chose), None)
 
 
 def recent_turns(store: SessionStore, session_id: str, count: int, message: str) -> Recent:

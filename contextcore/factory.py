@@ -106,6 +106,7 @@ def search_settings(config: BrokerConfig) -> SearchSettings:
             per_step=s.reach_per_step,
             min_score=s.reach_min_score,
             min_best=s.reach_min_best,
+            directory_tokens=s.reach_directory_tokens,
             line_chars=s.reach_line_chars,
         ),
         explicit=frozenset(s.model_fields_set & _PRESET_KEYS),

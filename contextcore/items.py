@@ -137,6 +137,10 @@ class Tool:
     include: IncludeMode | None = None
     server_include: IncludeMode | None = None
     enabled: bool = True
+    app_only: bool = False
+    """Marked for its MCP App alone (``_meta.ui.visibility`` without ``"model"``): never
+    shown to a model, found by search or called through ``call_tool``; the App calls it
+    directly by its listed name."""
     output_schema: Mapping[str, Any] | None = None
     """The schema of the tool's structured content, where its server gives one."""
 
@@ -154,3 +158,8 @@ class Tool:
 
 
 ContextItem: TypeAlias = Rule | Reference | Tool
+
+
+def for_model(item: ContextItem) -> bool:
+    """Whether a model may be shown ``item``: every item but an app-only tool."""
+    return not (isinstance(item, Tool) and item.app_only)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -35,6 +35,7 @@ __all__ = [
     "ReachSource",
     "brief_description",
     "candidate_line",
+    "dominant_server",
     "reach_pools",
     "within_reach",
 ]
@@ -56,6 +57,9 @@ class ReachSettings:
     """The best tools of each planned step considered."""
     min_score: float = 0.15
     """Ranked and step candidates scoring below this are not named."""
+    directory_tokens: int = 400
+    """A conversation's first text names every tool by server, one line per server, when
+    that directory costs at most this many tokens (a small catalog; 0: never)."""
     min_best: float = 0.30
     """Candidates are named only when the best tool given in full scores at least this: an
     off-topic message's best tools score lower (measured on the development sets), and it
@@ -72,6 +76,24 @@ class Candidate:
     score: float
     source: ReachSource
     step: int | None = None
+    uncapped: bool = False
+    """Of a server that holds nearly every tool: no per-server cap applies to it."""
+
+
+DOMINANT_SHARE = 0.9
+"""A server holding at least this share of a catalog's tools is the catalog (one API behind
+one server): the per-server cap does not apply to it."""
+_LINE_TOKENS = 20  # about what one candidate line costs
+
+
+def dominant_server(layout: Layout) -> str | None:
+    """The server holding at least :data:`DOMINANT_SHARE` of the layout's tools, if any."""
+    servers = layout.servers[layout.types == "tool"]
+    if servers.size == 0:
+        return None
+    names, counts = np.unique(servers, return_counts=True)
+    top = int(np.argmax(counts))
+    return str(names[top]) if counts[top] >= DOMINANT_SHARE * servers.size else None
 
 
 def reach_pools(
@@ -107,12 +129,18 @@ def reach_pools(
             best = _best(per_item, tools & (per_item >= settings.min_score), settings.per_step)
             out += [Candidate(layout.refs[i], float(per_item[i]), "step", step) for i in best]
     siblings = tools & np.isin(layout.servers, sorted(s or "" for s in servers))
-    near = _best(item_order, siblings, settings.per_server * len(servers))
+    dominant = dominant_server(layout)
+    count = settings.per_server * len(servers)
+    if dominant is not None and dominant in servers:  # the budget, not the cap, bounds it
+        count = max(count, settings.tokens // _LINE_TOKENS)
+    near = _best(item_order, siblings, count)
     ranked = _best(item_order, tools & (item_shown >= settings.min_score), settings.ranked)
     merged = [(i, "server") for i in near] + [(i, "rank") for i in ranked if i not in near]
     merged.sort(key=lambda pair: -float(item_order[pair[0]]))
     out += [Candidate(layout.refs[i], float(item_shown[i]), src) for i, src in merged]  # type: ignore[arg-type]
-    return out
+    if dominant is None:
+        return out
+    return [replace(c, uncapped=c.ref.server == dominant) for c in out]
 
 
 def _best(scores: npt.NDArray[np.float32], allowed: npt.NDArray[np.bool_], count: int) -> list[int]:
@@ -155,20 +183,36 @@ def within_reach(
 ) -> list[Candidate]:
     """The candidates to name, in ``pools``' order: each once, none of ``held`` (already in
     the request context), at most ``settings.per_server`` per server, within
-    ``settings.tokens`` as ``cost`` counts a line."""
+    ``settings.tokens`` as ``cost`` counts a line. Then, with what budget is left, the
+    candidates of a server that holds nearly every tool (``uncapped``) past that cap: the
+    other servers keep their places first."""
     budget = settings.tokens
     seen = set(held)
     per_server: dict[str | None, int] = {}
     out: list[Candidate] = []
+    overflow: list[Candidate] = []
     for candidate in pools:
         ref = candidate.ref
-        if ref in seen or per_server.get(ref.server, 0) >= settings.per_server:
+        if ref in seen:
+            continue
+        if per_server.get(ref.server, 0) >= settings.per_server:
+            if candidate.uncapped:
+                overflow.append(candidate)
+            continue
+        price = cost(candidate)
+        if price > budget:
+            return out
+        budget -= price
+        seen.add(ref)
+        per_server[ref.server] = per_server.get(ref.server, 0) + 1
+        out.append(candidate)
+    for candidate in overflow:
+        if candidate.ref in seen:
             continue
         price = cost(candidate)
         if price > budget:
             break
         budget -= price
-        seen.add(ref)
-        per_server[ref.server] = per_server.get(ref.server, 0) + 1
+        seen.add(candidate.ref)
         out.append(candidate)
     return out

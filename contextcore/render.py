@@ -38,13 +38,15 @@ def summary_line(items: Sequence[RequestItem]) -> str:
 
 def sort_items(items: Sequence[RequestItem], lookup: Lookup) -> list[RequestItem]:
     """Rules, references, tools; rules and references by priority (highest first) then name;
-    tools by server then name."""
+    tools the session holds first, then best score first (ties by server and name)."""
 
     kinds = {"rule": 0, "reference": 1, "tool": 2}
 
     def key(row: RequestItem) -> tuple[Any, ...]:
         if row.ref.type == "tool":
-            return (kinds["tool"], 0, row.ref.server or "", row.ref.name)
+            score = row.similarity_score
+            rank = (0, 0.0) if score is None else (1, -score)
+            return (kinds["tool"], rank, row.ref.server or "", row.ref.name)
         item = lookup(row.ref)
         return (kinds[row.ref.type], -(item.priority if item is not None else 0), "", row.ref.name)
 

@@ -26,7 +26,7 @@ from .embedding import Embedder, Vectors
 from .embedding_cache import EmbeddingCache, MemoryEmbeddingCache
 from .errors import ContextCoreError, SearchInputError
 from .index import ChunkIndex, IndexStats, Layout
-from .items import IncludeMode, ItemRef, ItemType, parse_item_type
+from .items import IncludeMode, ItemRef, ItemType, for_model, parse_item_type
 from .learning import UsageLearner
 from .presets import PresetName
 from .query_adapter import QueryAdapter
@@ -161,7 +161,7 @@ class SearchEngine:
     def _sync(self) -> None:
         version = self.catalog.version  # read first: a change during sync is seen next time
         if self._synced_version != version or len(self._index) == 0:
-            self._index.sync(self.catalog.enabled())
+            self._index.sync([i for i in self.catalog.enabled() if for_model(i)])
             self._synced_version = version
 
     def index(self) -> IndexStats:

@@ -131,6 +131,17 @@ class RequestContext:
     """The profile of the session it was built for (None: no profile)."""
     candidates: tuple[RequestItem, ...] = ()
     """Further tools named one line each (the text's "within reach" list), not in ``items``."""
+    continues: bool = False
+    """The host passed the ``session_id`` of an earlier result: this turn continues the
+    conversation that turn belongs to (a call without one starts a conversation)."""
+    given: tuple[ItemRef, ...] = ()
+    """Items of ``items`` given in full earlier in this conversation: the text names them in
+    one line instead of giving them again."""
+    named_before: int = 0
+    """Further candidates left out because an earlier text of this conversation named them."""
+    directory: tuple[ItemRef, ...] = ()
+    """The other tools of a small catalog, named by server in a conversation's first text
+    (see ``ReachSettings.directory_tokens``)."""
 
     def with_items(self, found: tuple[RequestItem, ...]) -> RequestContext:
         """This request context with ``found`` added, except items it already holds."""
@@ -159,6 +170,10 @@ class RequestContext:
             **({"context_turns": list(self.context_turns)} if self.context_turns else {}),
             **({"profile": self.profile} if self.profile is not None else {}),
             **({"candidates": [i.to_dict() for i in self.candidates]} if self.candidates else {}),
+            **({"continues": True} if self.continues else {}),
+            **({"given": [r.to_dict() for r in self.given]} if self.given else {}),
+            **({"named_before": self.named_before} if self.named_before else {}),
+            **({"directory": [r.to_dict() for r in self.directory]} if self.directory else {}),
         }
 
     @classmethod
@@ -177,6 +192,16 @@ class RequestContext:
             context_turns=tuple(row.get("context_turns", ())),
             profile=row.get("profile"),
             candidates=tuple(RequestItem.from_dict(i) for i in row.get("candidates", ())),
+            continues=bool(row.get("continues", False)),
+            given=tuple(
+                ItemRef(parse_item_type(r["type"]), r["name"], r.get("server"))
+                for r in row.get("given", ())
+            ),
+            named_before=int(row.get("named_before", 0)),
+            directory=tuple(
+                ItemRef(parse_item_type(r["type"]), r["name"], r.get("server"))
+                for r in row.get("directory", ())
+            ),
         )
 
 

@@ -106,6 +106,7 @@ def build_runtime(config: AppConfig, config_path: Path) -> Runtime:
         record_max_chars=config.gateway.record_max_chars,
         startup_budget=config.gateway.startup_budget,
         observer=observer,
+        relist_selected=config.server.relist_selected,
     )
     code = CodeRunner(gateway_tools, config.code) if config.code.enabled else None
     serving = functools.partial(
@@ -194,6 +195,7 @@ def new_gateway(
         tokens=open_tokens(config),
         sign_in=sign_in,
         max_subscriptions_per_host=g.max_subscriptions_per_host,
+        max_subscriptions_per_server=g.max_subscriptions_per_server,
         max_result_bytes=config.limits.max_result_bytes,
     )
     gateway = Gateway(

@@ -64,6 +64,12 @@ class ServerConfig(ConfigModel):
     # list of names.
     # Every broker tool answers a call by its name whatever is listed.
     tools: ListedTools = "model"
+    # A handshake-era host (one host per connection) is also listed the tools its latest
+    # request context selected, with tools/list_changed; the text then names those its list
+    # has instead of describing them. Off by default: over a conversation the text alone
+    # costs less (benchmarks/conversation_bill.py --relist), and one connection of a
+    # desktop host serves every conversation.
+    relist_selected: bool = False
     http: HttpConfig = HttpConfig()
 
 
@@ -81,6 +87,9 @@ class GatewayConfig(ConfigModel):
     # resources/subscribe: how many downstream resources one host connection may be
     # subscribed to at once (all released when it closes).
     max_subscriptions_per_host: int = Field(1024, ge=1)
+    # resources/subscribe: how many all host connections together may hold on one downstream
+    # server.
+    max_subscriptions_per_server: int = Field(4096, ge=1)
     # OAuth tokens and client registrations of downstream servers; written private (0600).
     # Unset: tokens.json in the user's state folder ($XDG_STATE_HOME/context-broker, else
     # ~/.local/state/context-broker), never beside the config, which may sit in a git tree.

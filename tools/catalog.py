@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from contextcore.context_text import CALL_HINT, ToolDirectory, item_block
+from contextcore.items import for_model
 from contextcore.errors import CatalogError
 from contextcore.items import ContextItem, ItemRef, Tool
 from contextcore.services.broker import ContextBroker
@@ -224,7 +225,9 @@ def _get_items(ctx: ToolContext, args: GetItemsArgs) -> ItemsOut:
     names: dict[str, ItemRef] = {}
     for key in dict.fromkeys(args.keys):
         ref = _resolve(ctx, key, names)
-        if ref is not None and (shown is None or shown.allows(ref)):
+        item = ctx.broker.catalog.get(ref) if ref is not None else None
+        visible = item is not None and for_model(item)  # an app-only tool is its App's
+        if ref is not None and visible and (shown is None or shown.allows(ref)):
             refs.append(ref)
         else:
             unknown.append(key)

@@ -34,8 +34,9 @@ class BuildArgs(Args):
     )
     session_id: str | None = Field(
         None,
-        description="Optional: the session_id an earlier result named (default: this "
-        "connection's session).",
+        description="Pass the session_id of this conversation's earlier result while you "
+        "still have its text: tools and rules given there are then named, not repeated. "
+        "Leave it out for a new conversation or once earlier results were dropped.",
     )
     intents: Intents = None
     top_k: int | None = Field(None, ge=1, description="Chunk matches considered.")
@@ -184,6 +185,7 @@ def _build(ctx: ToolContext, args: BuildArgs) -> RequestContextOut:
         min_score_tools=args.min_score_tools,
         intents=args.intents,
         conversation=args.conversation,
+        continues=args.session_id is not None,
     )
     ctx.built(context)
     messages = _messages(ctx.broker, context) if args.include_messages else None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,7 +13,7 @@ from ..catalog import Catalog
 from ..context_text import estimate_tokens
 from ..conversation import Recent, dependence, recent_turns
 from ..errors import SearchInputError, SessionError
-from ..items import ContextItem, ItemRef, ItemType, parse_item_type
+from ..items import ContextItem, ItemRef, ItemType, Tool, for_model, parse_item_type
 from ..memory_store import MemorySessionStore
 from ..presets import PresetName, Selection, parse_preset, resolve
 from ..profiles import Profile, Profiles
@@ -72,6 +72,7 @@ class ContextBroker:
         self._clock = clock
         self._max_message_chars = max_message_chars
         self._always: tuple[int, list[ItemRef]] = (-1, [])
+        self._pool: tuple[int, tuple[ItemRef, ...], int] = (-1, (), 0)
 
     def lookup(self, ref: ItemRef) -> ContextItem | None:
         """The catalog item for ``ref``, if it still exists."""
@@ -102,7 +103,8 @@ class ContextBroker:
     def _always_refs(self, profile: Profile | None = None) -> list[ItemRef]:
         version = self.catalog.version
         if self._always[0] != version:
-            self._always = (version, [i.ref for i in self.catalog.with_mode("always")])
+            always = self.catalog.with_mode("always")
+            self._always = (version, [i.ref for i in always if for_model(i)])
         refs = self._always[1]
         return refs if profile is None else [r for r in refs if profile.allows(r)]
 
@@ -274,6 +276,7 @@ class ContextBroker:
         min_score_tools: float | None = None,
         intents: Sequence[str] | None = None,
         conversation: float | None = None,
+        continues: bool = False,
     ) -> RequestContext:
         """Session items plus the agent items search selects for ``message`` and the host's
         planned ``intents`` (each step searched; an item records the step that brought it);
@@ -283,7 +286,12 @@ class ContextBroker:
         ``conversation`` (0 to 1) is how much the session's recent turns count for a
         follow-up (default: the preset's ``conversation_weight``; 0 selects exactly as in a
         fresh session); the turns whose messages brought items in are recorded in
-        ``context_turns`` and on those items (``via="conversation"``)."""
+        ``context_turns`` and on those items (``via="conversation"``).
+
+        ``continues``: the host passed the ``session_id`` of an earlier result, so this turn
+        continues that conversation (see :func:`earlier_in_conversation`): the items its
+        earlier texts gave in full are recorded in ``given`` (the text names them in one
+        line), and further candidates they named are not named again."""
         session = self.session(session_id)
         self._check_message(message)
         steps = check_intents(intents)
@@ -308,13 +316,65 @@ class ContextBroker:
         if result is not None:
             items += _found_items(result, steps, recent)
             candidates = self._within_reach(result, items, steps)
+        for server, reason in self.catalog.unavailable.items():
+            warnings.append(
+                f"downstream server {server!r} is not running ({reason}); its tools cannot be "
+                "selected or called until it is (list_servers shows its state)"
+            )
         if self.catalog.pending:
             warnings.append(
                 "downstream servers still connecting, their tools were not searched: "
                 + ", ".join(self.catalog.pending)
             )
         mode = result.mode if result is not None else None
-        return self._record_turn(session, message, items, mode, warnings, chosen, steps, candidates)
+        context = self._turn(session, message, items, mode, warnings, chosen, steps, candidates)
+        earlier = self._earlier(session.session_id) if continues else Earlier()
+        if continues:
+            context = _continued(context, earlier)
+        if not earlier.directory:  # no text of this conversation named the catalog yet
+            named = {row.ref for row in (*context.items, *context.candidates)}
+            shown = self.profile(session.profile)
+            leave_out = named | earlier.given | earlier.named | self.excluded(shown)
+            directory = self._directory(leave_out)
+            context = replace(context, directory=directory) if directory else context
+        self.store.append_turn(session.session_id, context)
+        return context
+
+    def _directory(self, leave_out: set[ItemRef]) -> tuple[ItemRef, ...]:
+        """Every other tool a model may call, when naming them by server fits the
+        directory's budget (a small catalog); else none."""
+        budget = self.search.settings.reach.directory_tokens * 4  # in characters
+        tools, size = self._directory_pool()
+        if budget <= 0 or not tools:
+            return ()
+        pool = set(tools)
+        if size - sum(len(r.name) + 2 for r in leave_out if r in pool) > budget:
+            return ()  # a catalog this large is never named whole: decided without a walk
+        kept = tuple(r for r in tools if r not in leave_out)
+        return kept if _directory_size(kept) <= budget else ()
+
+    def _directory_pool(self) -> tuple[tuple[ItemRef, ...], int]:
+        """The tools a directory may name (enabled, not ``always``, not app-only) and the
+        characters naming them all takes; kept per catalog version."""
+        version = self.catalog.version
+        if self._pool[0] != version:
+            tools = tuple(
+                t.ref
+                for t in self.catalog.items(["tool"])
+                if isinstance(t, Tool)
+                and t.enabled
+                and not t.app_only
+                and t.effective_include != "always"
+            )
+            self._pool = (version, tools, _directory_size(tools))
+        return self._pool[1], self._pool[2]
+
+    def _earlier(self, session_id: str) -> Earlier:
+        """What the earlier texts of the conversation a turn continues gave (see
+        :func:`earlier_in_conversation`)."""
+        total = self.store.turn_count(session_id)
+        start = max(0, total - CONVERSATION_LOOKBACK)
+        return earlier_in_conversation(self.store.turns(session_id, start, total - start))
 
     def _within_reach(
         self, result: SearchResult, items: Sequence[RequestItem], steps: tuple[str, ...]
@@ -341,7 +401,7 @@ class ContextBroker:
             for c in chosen
         )
 
-    def _record_turn(
+    def _turn(
         self,
         session: Session,
         message: str,
@@ -352,9 +412,8 @@ class ContextBroker:
         steps: tuple[str, ...],
         candidates: tuple[RequestItem, ...] = (),
     ) -> RequestContext:
-        """The request context of a turn, with the choice in force, appended to its session's
-        turn log."""
-        context = RequestContext(
+        """The request context of a turn, with the choice in force."""
+        return RequestContext(
             new_request_id(),
             session.session_id,
             self._stamp(),
@@ -369,8 +428,6 @@ class ContextBroker:
             profile=session.profile,
             candidates=candidates,
         )
-        self.store.append_turn(session.session_id, context)
-        return context
 
     def _recent(self, session_id: str, message: str, weight: float) -> Recent:
         """The recent turns a follow-up may lean on (none read when the weight is 0)."""
@@ -508,6 +565,85 @@ def _found_items(
         )
         for h in result.hits
     ]
+
+
+CONVERSATION_LOOKBACK = 50
+"""The most earlier turns a continuing turn reads to learn what its conversation was given:
+a turn's cost does not grow with the session's age, and a text more than this many turns
+back is one a host has most likely compacted."""
+
+
+def _directory_size(tools: Sequence[ItemRef]) -> int:
+    """About the characters of a directory naming ``tools``: each name, and a line head
+    per server."""
+    servers = {r.server for r in tools}
+    return sum(len(r.name) + 2 for r in tools) + sum(16 + len(s or "") for s in servers)
+
+
+@dataclass(frozen=True)
+class Earlier:
+    """What the earlier texts of a conversation gave: items in full, further candidates
+    named one line each, and whether one named a small catalog's every tool."""
+
+    given: frozenset[ItemRef] = frozenset()
+    named: frozenset[ItemRef] = frozenset()
+    directory: bool = False
+
+
+def earlier_in_conversation(turns: Sequence[RequestContext]) -> Earlier:
+    """What the texts of the conversation that ends ``turns`` (oldest first) gave: the last
+    turns back to the latest one that started a conversation (built without a
+    ``session_id``), that one included. An item a text named as given earlier had been
+    given in full before it, so every item counts."""
+    given: set[ItemRef] = set()
+    named: set[ItemRef] = set()
+    directory = False
+    for turn in reversed(turns):
+        given.update(row.ref for row in turn.items)
+        named.update(row.ref for row in turn.candidates)
+        named.update(turn.directory)
+        directory = directory or bool(turn.directory)
+        if not turn.continues:
+            break
+    return Earlier(frozenset(given), frozenset(named), directory)
+
+
+def _continued(context: RequestContext, earlier: Earlier) -> RequestContext:
+    """``context`` as a turn continuing a conversation whose texts gave ``earlier``: what
+    they gave is named, and only new candidates of its chosen servers and steps are, none
+    when every tool it selected was given before."""
+    seen = earlier.given | earlier.named
+    # The conversation's first text cast the wide net (the next ranked tools); a later one
+    # names what is new among its chosen servers' tools and its steps' best.
+    fresh = tuple(
+        row for row in context.candidates if row.ref not in seen and row.via != "rank"
+    )
+    if all(row.ref in earlier.given for row in context.items if row.ref.type == "tool"):
+        fresh = ()  # the tools it needs were given: the earlier candidates are still named
+    # A new tool ranked below one the conversation was given is most likely not what the
+    # follow-up is about: named one line (its schema one call away), not given in full.
+    known = [
+        row.similarity_score
+        for row in context.items
+        if row.ref in earlier.given and row.ref.type == "tool" and row.similarity_score is not None
+    ]
+    best_known = max(known, default=None)
+    items, demoted = [], []
+    for row in context.items:
+        score = row.similarity_score
+        below = best_known is not None and score is not None and score < best_known
+        if row.ref.type == "tool" and row.ref not in earlier.given and below:
+            demoted.append(replace(row, via="rank"))
+        else:
+            items.append(row)
+    return replace(
+        context,
+        items=tuple(items),
+        continues=True,
+        given=tuple(row.ref for row in items if row.ref in earlier.given),
+        candidates=(*demoted, *fresh),
+        named_before=len(context.candidates) - len(fresh),
+    )
 
 
 def _context_turns(items: Iterable[RequestItem]) -> tuple[str, ...]:

@@ -2,7 +2,8 @@
 
 Every prompt, resource and template passes the trust gate tools pass (:meth:`ToolGate.vet`):
 cleaned of hidden characters and escapes and clipped, and held under ``trust = "strict"`` when
-flagged, before it is listed or routed to.
+flagged, before it is listed or routed to. Under ``pin`` and ``strict`` what ``prompts/get``
+returns is cleaned the same way (not clipped: it is the prompt's content).
 
 A resource keeps its own URI when its server's ``prefix`` is ``""`` and a ``ui://`` resource
 always does (hosts render MCP Apps from it); any other is wrapped as
@@ -16,8 +17,9 @@ bad server never empties the list.
 
 Completions of a downstream prompt's or template's arguments are asked of its server (by its
 own name or template) and come back as the server gave them. Subscriptions to downstream
-resources are kept by :mod:`.subscriptions`; the downstream's update and list-change
-notifications arrive through :meth:`ResourceProxy.notice`.
+resources are kept by :mod:`.subscriptions`, for URIs a server listed or one of its listed
+templates gives; the downstream's update and list-change notifications arrive through
+:meth:`ResourceProxy.notice`.
 """
 
 from __future__ import annotations
@@ -34,9 +36,10 @@ from .errors import UnknownToolError
 from .links.connection import Connection, _all_pages
 from .naming.names import name_all, split_resource_uri, wrap_resource_uri
 from .naming.templates import TemplateTable, wrap_template
-from .relay.subscriptions import Subscriptions
+from .relay.subscriptions import MAX_SUBSCRIPTIONS_PER_SERVER, Subscriptions
 from .server_state import ServerTable
 from .trust.gate import ToolGate
+from .trust.sanitize import clean_shown
 from .trust.secrets import Redactor
 
 __all__ = ["BROKER_PROMPTS", "ListsChangedFn", "ResourceProxy"]
@@ -67,7 +70,11 @@ class ResourceProxy:
     """Lists and reads downstream resources and prompts of the servers in one table."""
 
     def __init__(
-        self, servers: ServerTable, redactor: Redactor, gate: ToolGate | None = None
+        self,
+        servers: ServerTable,
+        redactor: Redactor,
+        gate: ToolGate | None = None,
+        max_subscriptions_per_server: int = MAX_SUBSCRIPTIONS_PER_SERVER,
     ) -> None:
         self._servers = servers
         self._redactor = redactor
@@ -75,7 +82,9 @@ class ResourceProxy:
         self._prompts: dict[str, tuple[str, str]] = {}
         self._resources: dict[str, tuple[str, str]] = {}  # exposed URI -> (server, uri)
         self._templates = TemplateTable()
-        self.subscriptions = Subscriptions(servers, redactor, self._resource_target)
+        self.subscriptions = Subscriptions(
+            servers, redactor, self._listed_target, max_per_server=max_subscriptions_per_server
+        )
         self.lists_changed: ListsChangedFn | None = None
 
     def _prefix(self, server: str) -> str | None:
@@ -178,6 +187,24 @@ class ResourceProxy:
             )
         return target
 
+    async def _listed_target(self, uri: str) -> tuple[str, str]:
+        """:meth:`_resource_target` of a URI its server listed, or filled in from a template
+        it listed (listing again once if need be); ``UnknownToolError`` for any other, which
+        a ``downstream://`` URI can name but no server offered."""
+        target = await self._resource_target(uri)
+        self._servers.get(target[0])  # a server the config does not have: said so
+        for fresh in (False, True):
+            if fresh:
+                await self.list_resources()
+                await self.list_templates()
+            if target in self._resources.values() or self._templates.fills(target):
+                return target
+        raise UnknownToolError(
+            f"no resource {uri[:200]!r}: server {target[0]!r} lists no such resource and no "
+            "template that gives it; resources/list and resources/templates/list show those "
+            "there are"
+        )
+
     async def resource_server(self, uri: str) -> str | None:
         """The server an exposed resource URI belongs to, or None if none lists it."""
         try:
@@ -266,7 +293,18 @@ class ResourceProxy:
             )
         except Exception as exc:
             raise server.call_failed(conn, f"prompt {original!r}", exc, tool=None) from None
-        return self._redactor.redact_model(result)
+        result = self._redactor.redact_model(result)
+        if server.config.trust == "auto" or isinstance(result, types.InputRequiredResult):
+            return result
+        shown, removed = clean_shown(result)  # cleaned as the prompt's definition is
+        if removed:
+            log.info(
+                "downstream %r: prompt %r rendered with %s, removed",
+                server_name,
+                original[:100],
+                ", ".join(sorted(removed)),
+            )
+        return shown
 
     async def list_templates(self) -> list[types.ResourceTemplate]:
         """Every downstream resource template under its exposed form (see :mod:`.templates`),

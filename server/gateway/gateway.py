@@ -82,7 +82,12 @@ class Gateway:
         self._exposed_fingerprint: tuple[Any, ...] = (self.has_servers(),)
         self._tg: anyio.abc.TaskGroup | None = None
         self._scopes: dict[str, anyio.CancelScope] = {}  # each running supervisor's task
-        self._proxy = ResourceProxy(self._servers, self.redactor, self.gate)
+        self._proxy = ResourceProxy(
+            self._servers,
+            self.redactor,
+            self.gate,
+            max_subscriptions_per_server=self.settings.max_subscriptions_per_server,
+        )
 
     @classmethod
     def from_config(cls, config: AppConfig, catalog: Catalog, **kwargs: Any) -> Gateway:
@@ -443,6 +448,7 @@ class Gateway:
             on_tools=self._apply_tools,
             on_notice=self._proxy.notice,
             on_serving=self._proxy.subscriptions.renew,
+            on_state=self._tell_unavailable,
         )
         scope = self._scopes[server.name] = anyio.CancelScope()
         self._tg.start_soon(self._supervise, supervisor, scope, name=f"gateway:{server.name}")
@@ -461,6 +467,7 @@ class Gateway:
         if scope is not None:
             scope.cancel()
         server.connection = None
+        self._tell_unavailable()
         return server
 
     def _redacted_progress(
@@ -554,6 +561,24 @@ class Gateway:
     def _set(self, server: ServerState, **changes: Any) -> None:
         for key, value in changes.items():
             setattr(server, key, value)
+        if "state" in changes or "last_error" in changes:
+            self._tell_unavailable()
+
+    def _tell_unavailable(self) -> None:
+        """Tell the catalog which servers are not running and why, so every request context
+        names them (a model otherwise only sees their tools missing)."""
+        down = {
+            s.name: _one_line(s.last_error or "not connected")
+            for s in self._servers
+            if s.state in ("failed", "reconnecting")
+        }
+        self.catalog.set_unavailable(down)
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    """``text`` on one line, at most ``limit`` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def _no_cancel(reason: str) -> None:

@@ -41,6 +41,8 @@ class GatewaySettings:
     sign_in: bool = True
     # Downstream resources one host connection may be subscribed to at once.
     max_subscriptions_per_host: int = 1024
+    # Downstream resources all host connections together may be subscribed to on one server.
+    max_subscriptions_per_server: int = 4096
     # The broker's own tool names: no downstream tool is exposed as one (given by the host side).
     reserved: frozenset[str] = frozenset()
     # A downstream result's size at most (bytes, as JSON), cut beyond: [limits] max_result_bytes.

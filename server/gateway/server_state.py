@@ -213,6 +213,7 @@ class ServerState:
                 include=tool_cfg[t.name].include if t.name in tool_cfg else None,
                 server_include=self.config.include,
                 enabled=tool_cfg[t.name].enabled if t.name in tool_cfg else True,
+                app_only=app_only(t),
                 output_schema=dict(t.output_schema) if t.output_schema is not None else None,
             )
             for t in tools
@@ -231,6 +232,14 @@ class ServerState:
             trust=self.trust,
             name_clashes=tuple(self.name_clashes),
         )
+
+
+def app_only(tool: types.Tool) -> bool:
+    """Whether the MCP Apps extension marks ``tool`` for its App alone: a
+    ``_meta.ui.visibility`` list without ``"model"`` (absent: visible to both)."""
+    ui = (tool.meta or {}).get("ui")
+    visibility = ui.get("visibility") if isinstance(ui, dict) else None
+    return isinstance(visibility, list) and "model" not in visibility
 
 
 class ServerTable:

@@ -32,26 +32,19 @@ from contextcore.profiles import Profile
 from contextcore.signatures import Signature, python_line, signature, stubs
 
 from ..gateway.models import ExposedTool
+from ..gateway.server_state import app_only
 from ..settings import CodeConfig
 from ..wire.results import error_result
 from .gateway_tools import CALL_TOOL, GatewayDirectory, GatewayTools
 from .sandbox import Outcome, Sandbox, SandboxFailure
 from .tool_calls import describe_validation_error
 
-__all__ = ["CodeDirectory", "CodeRunner", "app_only"]
+__all__ = ["CodeDirectory", "CodeRunner"]
 
 log = logging.getLogger(__name__)
 
 _RUNS_KEPT = 20
 _RECORD_CHARS = 4_000
-
-
-def app_only(definition: types.Tool) -> bool:
-    """Whether a tool is for an MCP App's view only (``_meta.ui.visibility`` without
-    ``"model"``): hosts keep it from the model, and so does code mode."""
-    ui = (definition.meta or {}).get("ui")
-    seen = ui.get("visibility") if isinstance(ui, Mapping) else None
-    return isinstance(seen, list) and "model" not in seen
 
 
 class CodeDirectory:
@@ -90,7 +83,6 @@ class _Run:
     tools: GatewayTools
     session_id: str
     profile: Profile | None
-    app_only: frozenset[tuple[str, str]]
     max_calls: int
     calls: list[CodeCall] = field(default_factory=list)
 
@@ -108,11 +100,6 @@ class _Run:
             )
         self.calls.append(CodeCall(server, tool, False))
         at = len(self.calls) - 1
-        if (server, tool) in self.app_only:
-            raise RuntimeError(
-                f"{server}/{tool}: the tool is for its MCP App's view only "
-                '(_meta.ui.visibility = ["app"]); a program cannot call it'
-            )
         request = {"server": server, "tool": tool, "arguments": arguments or {}}
         try:
             result = await self.tools.call(
@@ -148,18 +135,19 @@ class CodeRunner:
         await self.sandbox.aclose()
 
     def _callable(self, profile: Profile | None) -> list[ExposedTool]:
+        """The tools a program may call: enabled, in the profile, not for an App alone."""
         return [
             t
             for t in self.gateway_tools.gateway.tools()
-            if t.enabled and (profile is None or profile.allows_tool(t.server, t.tool))
+            if t.enabled
+            and not app_only(t.definition)
+            and (profile is None or profile.allows_tool(t.server, t.tool))
         ]
 
     def functions(self, profile: Profile | None = None) -> dict[str, _Target]:
         """Every tool a program of a host under ``profile`` may call, by its Python name."""
         out: dict[str, _Target] = {}
         for t in self._callable(profile):
-            if app_only(t.definition):
-                continue
             d = t.definition
             sig = signature(t.name, d.input_schema, d.output_schema)
             out.setdefault(sig.name, _Target(t.server, t.tool, sig))
@@ -196,10 +184,7 @@ class CodeRunner:
         self, args: RunCodeArgs, sid: str, profile: Profile | None
     ) -> types.CallToolResult:
         targets = self.functions(profile)
-        hidden = frozenset(
-            (t.server, t.tool) for t in self._callable(profile) if app_only(t.definition)
-        )
-        run = _Run(self.gateway_tools, sid, profile, hidden, self.config.max_calls)
+        run = _Run(self.gateway_tools, sid, profile, self.config.max_calls)
         functions: dict[str, Callable[..., Any]] = {"call_tool": run.call}
         functions |= {name: _function(run, target) for name, target in targets.items()}
         store = self.gateway_tools.broker.store

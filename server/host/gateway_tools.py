@@ -102,11 +102,15 @@ def _connection_key(session: ServerSession | None) -> int:
 
 
 class GatewayDirectory:
-    """How a host calls downstream tools: by their exposed names, ``always`` ones listed."""
+    """How a host calls downstream tools: by their exposed names, ``always`` ones listed
+    (and, seen from one connection, the selected tools that host re-listed)."""
 
-    def __init__(self, gateway: Gateway, catalog: Catalog) -> None:
+    def __init__(
+        self, gateway: Gateway, catalog: Catalog, relisted: Callable[[], frozenset[str]] = frozenset
+    ) -> None:
         self._gateway = gateway
         self._catalog = catalog
+        self._relisted = relisted
 
     def exposed_name(self, ref: ItemRef) -> str | None:
         if ref.type != "tool" or ref.server is None:
@@ -115,12 +119,18 @@ class GatewayDirectory:
 
     def listed(self, ref: ItemRef) -> bool:
         item = self._catalog.get(ref)
+        name = self.exposed_name(ref)
         return (
             item is not None
             and item.enabled
-            and item.effective_include == "always"
-            and self.exposed_name(ref) is not None
+            and name is not None
+            and (item.effective_include == "always" or name in self._relisted())
         )
+
+    def for_connection(self, relisted: Callable[[], frozenset[str]]) -> GatewayDirectory:
+        """This directory as one connection sees it: ``relisted`` gives the selected tools
+        its host has fetched in its tool list since they were announced."""
+        return GatewayDirectory(self._gateway, self._catalog, relisted)
 
 
 class HostNotifier:
@@ -190,9 +200,11 @@ class GatewayTools:
         record_max_chars: int = 20_000,
         startup_budget: float = 5.0,
         observer: Observer | None = None,
+        relist_selected: bool = False,
     ) -> None:
         self.gateway = gateway
         self.observer = observer or Observer()
+        self.relist_selected = relist_selected
         self.broker = broker
         self.history = history
         self.notifier = notifier
@@ -205,6 +217,9 @@ class GatewayTools:
         # connection object itself (weakly), never by its id: a new connection must not
         # inherit a closed one's selection when the id is reused.
         self._selected: WeakKeyDictionary[object, tuple[str, ...]] = WeakKeyDictionary()
+        # Per connection: the selected tools its host has fetched in a tools/list since they
+        # were announced, which its request-context texts name instead of describing.
+        self._fetched: WeakKeyDictionary[object, frozenset[str]] = WeakKeyDictionary()
         self._asking = Asking(gateway.spawn)
         self._fixed = [
             _tool(CALL_TOOL, CALL_TOOL_DESCRIPTION, CallToolArgs, None),
@@ -233,6 +248,8 @@ class GatewayTools:
             return []
         await self.startup()
         selected = set(self._selected.get(connection_of(session), ())) if session else set()
+        if session is not None and self.relist_selected:
+            self._fetched[connection_of(session)] = frozenset(selected)
         listed = [
             t
             for t in self.gateway.tools()
@@ -242,10 +259,19 @@ class GatewayTools:
         ]
         return [*self._fixed, *(t.as_mcp_tool() for t in listed)]
 
+    def directory_for(self, session: object) -> GatewayDirectory:
+        """The tool directory as the host connection of ``session`` sees it."""
+        key = connection_of(session)
+        return self.directory.for_connection(lambda: self._fetched.get(key, frozenset()))
+
     async def context_built(self, session: ServerSession | None, context: RequestContext) -> None:
         """List the tools of a connection's latest request context to that host (handshake
         era, one host per connection) and tell it with ``tools/list_changed``."""
-        if session is None or session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        if (
+            not self.relist_selected
+            or session is None
+            or session.protocol_version in MODERN_PROTOCOL_VERSIONS
+        ):
             return
         names = tuple(
             sorted(
@@ -322,7 +348,8 @@ class GatewayTools:
                 return await self._forward(checked, progress, retry, as_written=name != CALL_TOOL)
 
         if host is not None and host.modern:
-            owner = profile.name if profile is not None else ""
+            # Only the host given a requestState may hand it back (see Host.holder).
+            owner = f"{profile.name if profile is not None else ''} {host.holder}"
             key = call_key(name, arguments)
             timeout = self._answer_timeout(checked.server)
             result = await self._asking.call(owner, key, retry, forward, timeout)
@@ -421,8 +448,20 @@ class GatewayTools:
         config = self.gateway.server_config(server)
         refusal = call_refusal(self.broker, sid, server, tool, config)
         if refusal is None and name == CALL_TOOL:
+            refusal = self._app_only(server, tool)
+        if refusal is None:
             refusal = self._schema_problem(server, tool, arguments)
         return _Forward(server, tool, arguments, sid) if refusal is None else f"{name}: {refusal}"
+
+    def _app_only(self, server: str, tool: str) -> str | None:
+        """Why ``call_tool`` refuses a tool marked for its MCP App alone (None: it is not)."""
+        item = self.broker.catalog.get(ItemRef("tool", tool, server))
+        if not isinstance(item, Tool) or not item.app_only:
+            return None
+        return (
+            f"tool {tool!r} of server {server!r} is for its MCP App alone "
+            "(_meta.ui.visibility leaves out the model); the App calls it by its listed name"
+        )
 
     def _schema_problem(self, server: str, tool: str, arguments: dict[str, Any]) -> str | None:
         """What is wrong with ``arguments`` for the tool's input schema (None: nothing, or the

@@ -62,8 +62,9 @@ INSTRUCTIONS = (
     "(your plan as short steps) for a task of several actions. Its text holds the rules to "
     "follow, the references to use and the tools to call: the best with their input "
     "schemas, more named one line each (get_context_items gives any tool's schema). Call a "
-    "tool by the name shown or through call_tool. Pass the session_id a result names to keep "
-    "one conversation's turns together."
+    "tool by the name shown or through call_tool. Later in the same conversation, pass the "
+    "session_id the first result named: what earlier texts gave is then named, not repeated. "
+    "Leave it out in a new conversation, or once the earlier results were dropped from it."
 )
 MODEL_TOOLS = (
     BUILD_REQUEST_CONTEXT.name,
@@ -153,6 +154,7 @@ def build_server(
         observer=observer,
         on_context=on_context,
         profile=name,
+        directory_for=_directory_for(gateway_tools, code),
         code_mode=code is not None and gateway_tools is not None,
     )
     prompt = ContextPrompt(broker, directory, on_context, name)
@@ -262,6 +264,17 @@ def _tool_handlers(
         )
 
     return {"on_list_tools": on_list_tools, "on_call_tool": on_call_tool}
+
+
+def _directory_for(
+    gateway_tools: GatewayTools | None, code: CodeRunner | None
+) -> Callable[[object], ToolDirectory] | None:
+    """The tool directory as one host connection sees it (see
+    :meth:`GatewayTools.directory_for`), giving signatures while code mode is on."""
+    if gateway_tools is None:
+        return None
+    tools = gateway_tools
+    return lambda session: CodeDirectory(tools.directory_for(session), code is not None)
 
 
 def _with_code(gateway_listed: list[types.Tool], code: CodeRunner | None) -> list[types.Tool]:

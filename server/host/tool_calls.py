@@ -95,10 +95,13 @@ class ToolRunner:
         observer: Observer | None = None,
         on_context: ContextListener | None = None,
         profile: str | None = None,
+        directory_for: Callable[[object], ToolDirectory] | None = None,
         code_mode: bool = False,
     ) -> None:
         self.broker = broker
         self.code_mode = code_mode
+        # The directory as one host connection sees it (the tools its host re-listed).
+        self.directory_for = directory_for
         # The profile of the hosts this runner serves: their sessions are created under it,
         # and a session of another profile is refused.
         self.profile = profile
@@ -130,6 +133,11 @@ class ToolRunner:
                 self._sessions[key] = sid
             return sid
 
+    def _directory(self, ctx: ServerRequestContext[Any] | None) -> ToolDirectory:
+        if ctx is None or self.directory_for is None:
+            return self.directory
+        return self.directory_for(ctx.session)
+
     def _context(
         self, ctx: ServerRequestContext[Any] | None, built: Callable[[RequestContext], None]
     ) -> ToolContext:
@@ -141,7 +149,7 @@ class ToolRunner:
             self.history,
             chain,
             self.models,
-            self.directory,
+            self._directory(ctx),
             built,
             self.profile,
             host_session=lambda: self.host_session(ctx),

@@ -6,7 +6,12 @@ re-read each item below in the new SDK and run tests/server/test_fast_path_contr
 
 - ``ServerSession._connection``: the SDK makes one ``ServerSession`` per request; the
   object behind ``_connection`` is the same for every request of one host connection, so it
-  identifies the connection (for ``tools/list_changed`` and per-connection tool lists).
+  identifies the connection (for ``tools/list_changed`` and per-connection tool lists). A
+  2026-07-28 stream (stdio) gets a ``Connection`` per request, all sharing the stream's
+  ``outbound``. :func:`connection_token` keeps a random token on such an object (its
+  ``id()`` may be reused by another once it is gone).
+- ``ServerSession._request_outbound.transport.headers``: the HTTP headers of the request a
+  session object was made for (None on stdio); :func:`request_holder` reads the bearer token.
 - ``mcp.os.posix.utilities.terminate_posix_process_tree``: stops a downstream server's
   process group the way the SDK's own ``stdio_client`` does.
 - ``mcp.client.stdio.get_default_environment``: the environment the SDK gives a spawned
@@ -26,7 +31,9 @@ malformed line is answered the same way.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import secrets
 from collections.abc import Mapping
 from typing import Any
 
@@ -46,8 +53,10 @@ __all__ = [
     "ReadStream",
     "connection_key",
     "connection_of",
+    "connection_token",
     "default_environment",
     "fast_path_enabled",
+    "request_holder",
     "send_raw",
     "terminate_process_tree",
 ]
@@ -73,6 +82,39 @@ def connection_of(session: object) -> object:
 def connection_key(session: object) -> int:
     """One key per host connection, the same for every request's session object on it."""
     return id(connection_of(session))
+
+
+_TOKEN = "_context_broker_token"
+
+
+def _token_of(target: object) -> str:
+    """A random token kept on ``target``, made on first use: no other object ever has it."""
+    token = getattr(target, _TOKEN, None)
+    if not isinstance(token, str):
+        token = secrets.token_urlsafe(16)
+        setattr(target, _TOKEN, token)
+    return token
+
+
+def connection_token(session: object) -> str:
+    """One key per host connection, the same for every request's session object on it, that
+    no later connection can have (unlike :func:`connection_key`, an ``id()``)."""
+    return _token_of(connection_of(session))
+
+
+def request_holder(session: object) -> str:
+    """Who sent the request ``session`` was made for, as far as its transport tells: over HTTP
+    the bearer token it carried (a digest; the same for every request without one), else the
+    stream it came on (a stdio host's, or a handshake-era connection's), by a token no other
+    stream has."""
+    transport = getattr(getattr(session, "_request_outbound", None), "transport", None)
+    headers = getattr(transport, "headers", None)
+    if headers is not None:
+        scheme, _, token = str(headers.get("authorization", "")).partition(" ")
+        given = token.strip() if scheme.lower() == "bearer" else ""
+        return "bearer " + hashlib.sha256(given.encode()).hexdigest()
+    connection = connection_of(session)
+    return "stream " + _token_of(getattr(connection, "outbound", connection))
 
 
 async def send_raw(

@@ -115,7 +115,7 @@ servers = ["records", "held"]
         refusals = answer_of(text)
         assert "not in profile 'orders'" in refusals["outside the profile"]
         assert "held back" in refusals["held back"]
-        assert '_meta.ui.visibility = ["app"]' in refusals["app only"]
+        assert "for its MCP App alone" in refusals["app only"]
         assert "country" in refusals["bad arguments"] and "47" in refusals["bad arguments"]
 
         # As functions they do not exist: the program does not run at all.

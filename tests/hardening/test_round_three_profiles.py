@@ -517,6 +517,7 @@ async def test_a_new_connection_never_inherits_an_old_ones_selected_tools(
             history=HistoryService(broker, HistoryConfig()),
             notifier=notifier,
             startup_budget=20,
+            relist_selected=True,
         )
         assert broker.catalog.get(Tool("agentic", "chosen").ref) is not None
         context = RequestContext(

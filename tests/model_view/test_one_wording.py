@@ -24,6 +24,9 @@ def write_config(tmp: Path) -> Path:
     path = tmp / "broker.toml"
     path.write_text(
         f"""
+[server]
+relist_selected = true
+
 [search]
 semantic = false
 

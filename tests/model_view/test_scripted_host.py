@@ -63,6 +63,9 @@ include = "agent"
 def write_config(tmp: Path, servers: str, *, budget: float = 20.0) -> Path:
     (tmp / "handbook.md").write_text(HANDBOOK, encoding="utf-8")
     text = f"""
+[server]
+relist_selected = true
+
 [search]
 semantic = true
 

@@ -73,7 +73,7 @@ OpenLane = Callable[
 def lane_key(
     capabilities: types.ClientCapabilities,
     info: types.Implementation | None,
-    owner: int | None = None,
+    owner: str | None = None,
 ) -> str:
     dump = capabilities.model_dump(by_alias=True, mode="json", exclude_none=True)
     who = info.model_dump(by_alias=True, mode="json", exclude_none=True) if info else None
@@ -113,7 +113,7 @@ class HandshakeLanes:
         capabilities: types.ClientCapabilities,
         info: types.Implementation | None,
         fallback: Lane,
-        owner: int | None = None,
+        owner: str | None = None,
     ) -> AsyncIterator[Lane]:
         """The lane for hosts that declared ``capabilities`` and ``info`` (and, given an
         ``owner``, for that one host connection alone), held busy (never closed for room)

@@ -64,8 +64,10 @@ class Supervisor:
         on_tools: ToolsFn,
         on_notice: NoticeFn | None = None,
         on_serving: ServingFn | None = None,
+        on_state: Callable[[], None] | None = None,
     ) -> None:
         self.server = server
+        self.on_state = on_state
         self.on_notice = on_notice
         self.on_serving = on_serving
         self.settings = settings
@@ -78,6 +80,8 @@ class Supervisor:
     def _set(self, **changes: Any) -> None:
         for key, value in changes.items():
             setattr(self.server, key, value)
+        if self.on_state is not None and ("state" in changes or "last_error" in changes):
+            self.on_state()
 
     async def run(self) -> None:
         try:

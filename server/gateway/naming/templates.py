@@ -50,6 +50,7 @@ class TemplateTable:
 
     by_exposed: dict[str, Target] = field(default_factory=dict)
     _patterns: list[tuple[re.Pattern[str], str]] = field(default_factory=list)
+    _originals: list[tuple[str, re.Pattern[str]]] = field(default_factory=list)
 
     @classmethod
     def of(cls, rows: Iterable[tuple[str, Target]]) -> TemplateTable:
@@ -57,9 +58,15 @@ class TemplateTable:
         table = cls()
         for exposed, target in rows:
             table.by_exposed[exposed] = target
+            table._originals.append((target[0], _pattern(target[1])))
             if exposed == target[1]:
                 table._patterns.append((_pattern(exposed), target[0]))
         return table
+
+    def fills(self, target: Target) -> bool:
+        """Whether ``(server, uri)`` is a URI one of that server's templates fills in to."""
+        server, uri = target
+        return any(s == server and p.fullmatch(uri) for s, p in self._originals)
 
     def route(self, uri: str) -> Target | None:
         """``(server, uri)`` for a URI filled in from an unwrapped template, or None."""

@@ -13,13 +13,15 @@ task group, not in the host's request, and the host's request waits for whicheve
 first, the call's result or questions. Questions are answered to the host as an
 ``InputRequiredResult`` whose ``requestState`` the broker keeps (a random token, not signed
 data: the host can only hand it back), valid once, for the same tool and arguments, from the
-same profile; the downstream's requests keep waiting meanwhile. A retry carrying the token
-answers them and waits again: several questions at once and several rounds work. A host
-that does not come back within the server's ``timeout`` gets nothing more: the downstream's
-questions are answered with an error and the call is cancelled (the downstream gets
-``notifications/cancelled``), so no downstream request is left waiting. A retry with a token
-the broker did not issue, issued for another call or profile, or expired, is refused with
-``-32602`` and touches nothing.
+host it was given to (the same profile and, over HTTP, the same bearer token, else the same
+stream: see :attr:`.host.Host.holder`); the downstream's requests keep waiting meanwhile. A
+retry carrying the token answers them and waits again: several questions at once and several
+rounds work. A host that does not come back within the server's ``timeout`` gets nothing
+more: the downstream's questions are answered with an error and the call is cancelled (the
+downstream gets ``notifications/cancelled``), so no downstream request is left waiting. A
+retry with a token the broker did not issue, issued for another call or another host, or
+expired, is refused with ``-32602`` and touches nothing, so a token another host saw redeems
+nothing for it.
 """
 
 from __future__ import annotations
@@ -180,7 +182,8 @@ class Asking:
         forward: Forward,
         timeout: float,
     ) -> Outcome:
-        """A 2026-07-28 host's call (``owner``: whose, ``call``: :func:`call_key`) as an
+        """A 2026-07-28 host's call (``owner``: whose, the profile and the host's
+        :attr:`.host.Host.holder`; ``call``: :func:`call_key`) as an
         exchange: a new one running ``forward``, or, when ``retry`` carries a
         ``requestState`` the broker issued, the waiting one it answers. The host has
         ``timeout`` seconds to come back with answers."""

@@ -26,6 +26,13 @@ connection has used the session (HTTP and SSE servers give each host connection 
 its own, see :mod:`.eras`; a stdio server's one session is shared). Otherwise it is not given
 to anyone: it is dropped and counted (:attr:`Relay.dropped`, and a log line, INFO for the
 first of each kind), never sent to another host.
+
+So on a shared session (a stdio server's, or one a 2026-07-28 host shares with hosts that
+declared the same) a host that leaves a question unanswered would leave every other host's
+questions there refused until the server's ``timeout``. It cannot: once a question is refused
+because several hosts' calls are in flight, every question still waiting for its host on that
+session is given up within :data:`CONTENDED` seconds (the downstream gets ``-32001`` for it,
+for that host's call alone), so the session is free again for the others.
 """
 
 from __future__ import annotations
@@ -49,13 +56,17 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 
-from ...wire.sdk_compat import connection_key, connection_of
+from ...wire.sdk_compat import connection_of, connection_token, request_holder
 
 __all__ = ["Host", "Relay", "calling_for", "current_host", "set_log_level", "severity", "shown"]
 
 log = logging.getLogger(__name__)
 
 _Answer = TypeVar("_Answer", bound=BaseModel)
+
+CONTENDED = 5.0
+"""How long a question may still wait for its host once another question on the same session
+was refused because of it (several hosts' calls in flight)."""
 
 
 # Keys of a host's request ``_meta`` not sent downstream as they are: the broker's own, and
@@ -85,8 +96,15 @@ class Host:
     answer; None for a handshake-era host, asked on its connection."""
 
     @property
-    def key(self) -> int:
-        return connection_key(self.session)
+    def key(self) -> str:
+        """The host connection's key, which no later connection can have."""
+        return connection_token(self.session)
+
+    @property
+    def holder(self) -> str:
+        """Who may hand back what this request was given (a ``requestState``): over HTTP
+        whoever holds the bearer token it carried, else the stream it came on."""
+        return request_holder(self.session)
 
     @property
     def modern(self) -> bool:
@@ -193,10 +211,11 @@ class Relay:
     def __init__(self, server: str, timeout: float) -> None:
         self._server = server
         self._timeout = timeout
-        self._inflight: dict[int, Host | None] = {}  # None: a request made for no host
+        self._inflight: dict[int, Host | None] = {}  # by ticket; None: made for no host
         # The host connections that made requests on this session, while they live.
         self._users: WeakSet[object] = WeakSet()
         self._ids = itertools.count()
+        self._waiting: dict[int, anyio.CancelScope] = {}  # questions waiting for their host
         self.dropped: Counter[str] = Counter()
         """Messages and questions of the server that no host was given, by kind."""
 
@@ -224,6 +243,13 @@ class Relay:
         if not hosts:
             return self._dropped(what, f"no call to {self._server!r} is in flight")
         if len(hosts) > 1:
+            if asking and self._waiting:
+                self._contend()
+                why = (
+                    "calls of several hosts are in flight; cannot tell whom (a question "
+                    f"waiting for another host is given up within {CONTENDED:g}s; ask again then)"
+                )
+                return self._dropped(what, why)
             return self._dropped(what, "calls of several hosts are in flight; cannot tell whom")
         host = next(iter(hosts.values()))
         if host is None:
@@ -250,11 +276,36 @@ class Relay:
         )
         return _refused(f"{what}: {why}")
 
+    def _contend(self) -> None:
+        """Give every question waiting for its host on this session at most
+        :data:`CONTENDED` seconds more."""
+        deadline = anyio.current_time() + CONTENDED
+        for scope in self._waiting.values():
+            scope.deadline = min(scope.deadline, deadline)
+
     async def _ask(
         self, host: Host, request: types.ServerRequest, result: type[_Answer]
     ) -> _Answer | types.ErrorData:
         """Send ``request`` to ``host`` on its call's stream (a 2026-07-28 host: in its call's
-        answer); its error comes back as is."""
+        answer); its error comes back as is. Given up early when another host's question on
+        this session is refused meanwhile (see :meth:`_contend`)."""
+        ticket = next(self._ids)
+        with anyio.CancelScope() as scope:
+            self._waiting[ticket] = scope
+            try:
+                return await self._sent(host, request, result)
+            finally:
+                del self._waiting[ticket]
+        return types.ErrorData(
+            code=types.REQUEST_TIMEOUT,
+            message=f"{request.method}: the host did not answer, and another host needed this "
+            f"session; given up after {CONTENDED:g}s",
+        )
+
+    async def _sent(
+        self, host: Host, request: types.ServerRequest, result: type[_Answer]
+    ) -> _Answer | types.ErrorData:
+        """``request`` sent to ``host`` (see :meth:`_ask`), bounded by the server's timeout."""
         if host.exchange is not None and not isinstance(request, types.PingRequest):
             return await _put(host.exchange, request, result)
         related = ServerMessageMetadata(related_request_id=host.request_id)

@@ -7,13 +7,16 @@ when the last one leaves. A server forgets its subscriptions with its connection
 are made again on the next one. A downstream's ``notifications/resources/updated`` goes to
 each host that subscribed to that resource, naming it by the URI the host used.
 
-A host connection holds a bounded number of subscriptions, and every one it holds is
+Only a URI its server listed, or one a template it listed gives, can be subscribed to (the
+``target`` function says which). A host connection holds a bounded number of subscriptions,
+and all host connections together a bounded number on each server; every one a host holds is
 released (downstream too, with the last host that wanted it) when its connection closes.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import Protocol
@@ -22,23 +25,33 @@ import anyio
 import mcp_types as types
 from mcp import ClientSession
 
-from ...wire.sdk_compat import connection_key, connection_of
+from ...wire.sdk_compat import connection_of, connection_token
 from ..errors import GatewayError
 from ..links.connection import Connection
 from ..server_state import ServerTable
 from ..trust.secrets import Redactor
 
-__all__ = ["MAX_SUBSCRIPTIONS_PER_HOST", "HostSession", "Subscriptions", "TargetFn"]
+__all__ = [
+    "MAX_SUBSCRIPTIONS_PER_HOST",
+    "MAX_SUBSCRIPTIONS_PER_SERVER",
+    "HostSession",
+    "Subscriptions",
+    "TargetFn",
+]
 
 log = logging.getLogger(__name__)
 
 Target = tuple[str, str]  # (server, original uri)
 TargetFn = Callable[[str], Awaitable[Target]]
-"""The server and original URI of an exposed resource URI (``UnknownToolError`` if none)."""
+"""The server and original URI of an exposed resource URI its server offers
+(``UnknownToolError`` if none)."""
 _SEND_TIMEOUT = 5.0
 MAX_SUBSCRIPTIONS_PER_HOST = 1024
 """Resource subscriptions one host connection may hold, unless configured otherwise
 (``[gateway] max_subscriptions_per_host``)."""
+MAX_SUBSCRIPTIONS_PER_SERVER = 4096
+"""Resource subscriptions all host connections together may hold on one downstream server,
+unless configured otherwise (``[gateway] max_subscriptions_per_server``)."""
 
 
 class HostSession(Protocol):
@@ -51,23 +64,30 @@ class _Hosts:
     """Host connections by exposed resource URI, and the downstream resource each names."""
 
     def __init__(self) -> None:
-        self._hosts: dict[str, dict[int, HostSession]] = {}
+        self._hosts: dict[str, dict[str, HostSession]] = {}
         self._targets: dict[str, Target] = {}
-        self._uris: dict[int, set[str]] = {}  # host connection -> the URIs it subscribed to
+        self._uris: dict[str, set[str]] = {}  # host connection -> the URIs it subscribed to
+        self._counts: Counter[str] = Counter()  # server -> subscriptions hosts hold on it
 
     def has(self, uri: str, host: HostSession) -> bool:
-        return connection_key(host) in self._hosts.get(uri, {})
+        return connection_token(host) in self._hosts.get(uri, {})
 
     def held(self, host: HostSession) -> list[str]:
         """The URIs ``host`` is subscribed to."""
-        return sorted(self._uris.get(connection_key(host), ()))
+        return sorted(self._uris.get(connection_token(host), ()))
+
+    def on_server(self, server: str) -> int:
+        """How many subscriptions all hosts together hold on ``server``'s resources."""
+        return self._counts[server]
 
     def add(self, uri: str, target: Target, host: HostSession) -> bool:
         """Remember that ``host`` wants updates of ``uri``; True if no host wanted them
         before (the broker then subscribes on the resource's server)."""
         hosts = self._hosts.setdefault(uri, {})
         first = not hosts
-        key = connection_key(host)
+        key = connection_token(host)
+        if key not in hosts:
+            self._counts[target[0]] += 1
         hosts[key] = host
         self._uris.setdefault(key, set()).add(uri)
         self._targets[uri] = target
@@ -77,16 +97,23 @@ class _Hosts:
         """Forget ``host``'s subscription to ``uri``; the downstream resource when no host
         wants its updates any more (the broker then unsubscribes there), else None."""
         hosts = self._hosts.get(uri)
-        key = connection_key(host)
+        key = connection_token(host)
         if hosts is None or hosts.pop(key, None) is None:
             return None
         self._drop_uri(key, uri)
+        self._uncount(uri)
         if hosts:
             return None
         del self._hosts[uri]
         return self._targets.pop(uri)
 
-    def _drop_uri(self, key: int, uri: str) -> None:
+    def _uncount(self, uri: str) -> None:
+        server = self._targets[uri][0]
+        self._counts[server] -= 1
+        if self._counts[server] <= 0:
+            del self._counts[server]
+
+    def _drop_uri(self, key: str, uri: str) -> None:
         uris = self._uris.get(key)
         if uris is not None:
             uris.discard(uri)
@@ -115,9 +142,10 @@ class _Hosts:
                     self._forget(uri, key)
         return told
 
-    def _forget(self, uri: str, key: int) -> None:
+    def _forget(self, uri: str, key: str) -> None:
         hosts = self._hosts.get(uri, {})
-        hosts.pop(key, None)
+        if hosts.pop(key, None) is not None:
+            self._uncount(uri)
         self._drop_uri(key, uri)
         if not hosts:
             self._hosts.pop(uri, None)
@@ -129,13 +157,21 @@ class Subscriptions:
     which resource (see :class:`_Hosts`), made once per resource on its server's stateful
     session, made again on a new connection, and each update passed on."""
 
-    def __init__(self, servers: ServerTable, redactor: Redactor, target: TargetFn) -> None:
+    def __init__(
+        self,
+        servers: ServerTable,
+        redactor: Redactor,
+        target: TargetFn,
+        *,
+        max_per_server: int = MAX_SUBSCRIPTIONS_PER_SERVER,
+    ) -> None:
         self._servers = servers
         self._redactor = redactor
         self._target = target
+        self._max_per_server = max_per_server
         self._hosts = _Hosts()
         self._subscribed_on: dict[str, Connection] = {}  # server -> where its subscriptions are
-        self._watched: set[int] = set()  # host connections whose leaving releases theirs
+        self._watched: set[str] = set()  # host connections whose leaving releases theirs
 
     def subscribable(self) -> bool:
         """Whether hosts may subscribe to downstream resources: some server declared
@@ -154,9 +190,11 @@ class Subscriptions:
     ) -> None:
         """Send ``host`` the updates of the resource exposed as ``uri``: subscribed on its
         server (once for all hosts, on the connection's stateful session), which must have
-        declared ``resources.subscribe``. A host holds at most ``limit`` subscriptions (a
-        ``GatewayError`` says so before anything is asked of a server); all it holds are
-        released when its connection closes (see :meth:`release`)."""
+        declared ``resources.subscribe``, and listed it (or a template giving it). A host
+        holds at most ``limit`` subscriptions, all hosts together at most the
+        ``max_per_server`` given at construction on one server (a ``GatewayError`` says so
+        before anything is asked of a server); all a host holds are released when its
+        connection closes (see :meth:`release`)."""
         held = self._hosts.held(host)
         if len(held) >= limit and not self._hosts.has(uri, host):
             raise GatewayError(
@@ -170,6 +208,7 @@ class Subscriptions:
         try:
             async with conn.stateful() as session:
                 self._check_offered(session, uri, server_name)
+                self._check_room(uri, host, server_name)  # no wait between it and the add
                 if not self._hosts.add(uri, (server_name, original), host):
                     self._watch(host)
                     return
@@ -186,6 +225,18 @@ class Subscriptions:
         self._subscribed_on[server_name] = conn
         self._watch(host)
 
+    def _check_room(self, uri: str, host: HostSession, server_name: str) -> None:
+        """Refuse a new subscription past the bound on ``server_name`` of all hosts together."""
+        held = self._hosts.on_server(server_name)
+        if held >= self._max_per_server and not self._hosts.has(uri, host):
+            raise GatewayError(
+                f"resource {uri[:200]!r}: hosts already hold {held} subscriptions to resources "
+                f"of server {server_name!r}, the most all hosts together may ([gateway] "
+                f"max_subscriptions_per_server = {self._max_per_server}); try again once some "
+                "are released",
+                server=server_name,
+            )
+
     @staticmethod
     def _check_offered(session: ClientSession, uri: str, server_name: str) -> None:
         caps = (session.server_capabilities or types.ServerCapabilities()).resources
@@ -201,14 +252,14 @@ class Subscriptions:
         """Release ``host``'s subscriptions when its connection closes: on the SDK
         connection's own teardown (a host that has none, such as a listen stream, releases
         its own)."""
-        key = connection_key(host)
+        key = connection_token(host)
         teardown = getattr(connection_of(host), "exit_stack", None)
         if key in self._watched or not isinstance(teardown, AsyncExitStack):
             return
         self._watched.add(key)
         teardown.push_async_callback(self._left, host, key)
 
-    async def _left(self, host: HostSession, key: int) -> None:
+    async def _left(self, host: HostSession, key: str) -> None:
         self._watched.discard(key)
         released = await self.release(host)
         if released:

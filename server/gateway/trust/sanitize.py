@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import mcp_types as types
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 __all__ = [
     "CleanDefinition",
@@ -25,6 +26,7 @@ __all__ = [
     "CleanTool",
     "Finding",
     "clean_definition",
+    "clean_shown",
     "clean_text",
     "clean_tool",
     "scan",
@@ -73,7 +75,18 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
     ("new instructions", r"\bnew\s+instructions?\s*:|\byou\s+are\s+now\s+(?:a|an|in)\b"),
     ("model control token", r"<\|[a-z_]{2,20}\|>|\[/?inst\]|\[/?system\]"),
     ("hidden marker", r"<!--"),
+    (
+        # A line written as the request-context text's own headings: its sections, a rule's
+        # "### 010 name" or a tool's "### name (server ...". The text writes every downstream
+        # name and description on one line, so such a line never stands there; the
+        # definition still tried.
+        "markup of the broker's context text",
+        r"(?:^|\n)[ \t]{0,3}#{1,6}[ \t]{1,4}(?:rules\b|references\b|tools\b|context for\b|"
+        r"more tools\b|not included\b|warnings\b|every other tool\b|given earlier\b|"
+        r"\d{3}[ \t]|[^\s(]{1,80}[ \t]\(server[ \t])",
+    ),
 )
+_Model = TypeVar("_Model", bound=BaseModel)
 _SCANNERS = tuple((name, re.compile(rx)) for name, rx in _PATTERNS)
 
 
@@ -246,6 +259,20 @@ def clean_definition(definition: Any, key: str, max_chars: int) -> CleanDefiniti
         )
         shown = definition
     return CleanDefinition(shown, tuple(findings), hold_reason)
+
+
+def clean_shown(result: _Model) -> tuple[_Model, frozenset[str]]:
+    """What a downstream returns for a host to show (a rendered prompt's messages), every
+    string at any depth cleaned as a definition's are but never clipped (it is content, not
+    a description), and the names of what was removed. A result that cannot be read whole
+    or is no longer valid once cleaned comes back as it is, with nothing removed."""
+    walk = _Cleaner(sys.maxsize)
+    try:
+        raw = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        cleaned = walk.tree(raw)
+        return type(result).model_validate(cleaned, by_name=False), frozenset(walk.removed)
+    except (ValueError, RecursionError):  # too deep to read, or invalid once cleaned
+        return result, frozenset()
 
 
 def _unchecked(tool: types.Tool) -> CleanTool:
