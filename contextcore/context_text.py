@@ -182,6 +182,10 @@ def item_block(
         lines.append(inline(item.description) if tool else item.description.strip())
     if isinstance(item, Tool):
         lines.append(f"Input schema: {schema_text(item.input_schema or {'type': 'object'})}")
+        # A directory of a broker with code mode on also gives the signature a program calls.
+        python = getattr(directory, "python_line", None)
+        if python is not None and (line := python(item)) is not None:
+            lines.append(line)
     elif item.text.strip():
         lines.append(item.text.strip())
     return "\n".join(lines)

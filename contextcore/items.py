@@ -141,6 +141,8 @@ class Tool:
     """Marked for its MCP App alone (``_meta.ui.visibility`` without ``"model"``): never
     shown to a model, found by search or called through ``call_tool``; the App calls it
     directly by its listed name."""
+    output_schema: Mapping[str, Any] | None = None
+    """The schema of the tool's structured content, where its server gives one."""
 
     @property
     def ref(self) -> ItemRef:

@@ -32,6 +32,7 @@ class _Records:
     call_ids: set[str] = field(default_factory=set)
     history: dict[str, Any] | None = None
     snapshot: dict[str, Any] | None = None
+    code: dict[str, Any] | None = None
     calls: list[dict[str, Any]] = field(default_factory=list)
 
 

@@ -11,6 +11,7 @@ records so that an operation reads and writes only what it touches:
     messages    history messages with store-assigned sequence numbers  (append; rare rewrite)
     history     summary, collapsed groups, clear point, message shape  (small JSON, atomic update)
     snapshot    the task snapshot                                      (small JSON, atomic update)
+    code        code-mode state: variables runs keep, latest runs      (small JSON, atomic update)
     calls       recorded proxied calls                                 (append only)
     usage       usage events, optionally without a session             (append only)
 
@@ -195,6 +196,14 @@ class JsonParts:
         """Replace the task snapshot by ``change(current)`` atomically; returns the result."""
         return self._update_part(session_id, "snapshot", change)
 
+    def code_state(self, session_id: str) -> dict[str, Any] | None:
+        """The code-mode state (the variables runs keep, the latest runs) or None."""
+        return self._part(session_id, "code")
+
+    def update_code_state(self, session_id: str, change: JsonChange) -> dict[str, Any] | None:
+        """Replace the code-mode state by ``change(current)`` atomically; returns the result."""
+        return self._update_part(session_id, "code", change)
+
 
 class SessionStore:
     """A whole session store: one backend's object for each role, and the roles' operations
@@ -258,6 +267,12 @@ class SessionStore:
 
     def update_snapshot(self, session_id: str, change: JsonChange) -> dict[str, Any] | None:
         return self.parts.update_snapshot(session_id, change)
+
+    def code_state(self, session_id: str) -> dict[str, Any] | None:
+        return self.parts.code_state(session_id)
+
+    def update_code_state(self, session_id: str, change: JsonChange) -> dict[str, Any] | None:
+        return self.parts.update_code_state(session_id, change)
 
     # -- turns (TurnLog) --------------------------------------------------------------------
 

@@ -29,8 +29,9 @@ JsonChange = Callable[[dict[str, Any] | None], dict[str, Any] | None]
 
 RecordKind = Literal["turn", "message", "call"]
 
-PartKind = Literal["history", "snapshot"]
-"""A session's two small JSON parts: the history state and the task snapshot."""
+PartKind = Literal["history", "snapshot", "code"]
+"""A session's small JSON parts: the history state, the task snapshot and the code-mode
+state (the variables its runs keep, and its runs)."""
 
 
 @dataclass(frozen=True)

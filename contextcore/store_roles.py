@@ -6,7 +6,7 @@ embedding cache takes an :class:`EmbeddingRecords`). The contract every role kee
 :mod:`contextcore.store`.
 
     SessionRecords     header and items                      (create once; add / remove)
-    SessionParts       history state and task snapshot       (small JSON, atomic update)
+    SessionParts       history state, task snapshot, code    (small JSON, atomic update)
     TurnLog            request contexts                      (append only)
     MessageLog         history messages and their counters   (append; rare rewrite)
     CallLog            recorded calls and usage events       (append only)
@@ -161,7 +161,8 @@ class MessageLog(Protocol):
 
 @runtime_checkable
 class SessionParts(Protocol):
-    """A session's two small JSON parts: the history state and the task snapshot."""
+    """A session's small JSON parts: the history state, the task snapshot and the code-mode
+    state."""
 
     def history_state(self, session_id: str) -> dict[str, Any] | None:
         """The history state (summary, collapsed groups, clear point, shape) or None."""
@@ -177,6 +178,14 @@ class SessionParts(Protocol):
 
     def update_snapshot(self, session_id: str, change: JsonChange) -> dict[str, Any] | None:
         """Replace the task snapshot by ``change(current)`` atomically; returns the result."""
+        ...
+
+    def code_state(self, session_id: str) -> dict[str, Any] | None:
+        """The code-mode state (the variables runs keep, the latest runs) or None."""
+        ...
+
+    def update_code_state(self, session_id: str, change: JsonChange) -> dict[str, Any] | None:
+        """Replace the code-mode state by ``change(current)`` atomically; returns the result."""
         ...
 
 

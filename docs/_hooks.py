@@ -8,7 +8,8 @@ the Markdown of NAME:
              ``config.example.toml``'s comment for the key, else from the comment or
              docstring beside the field in the settings model
     tools    every tool the broker answers: the tool specs of ``tools.all_tools`` and the
-             request-context view, then the gateway's ``call_tool`` and ``list_servers``;
+             request-context view, then the gateway's ``call_tool``, ``run_code`` and
+             ``list_servers``;
              name, description, arguments (from the input schema), result fields, and
              whether ``[server] tools = "model"`` lists it
     cli      the ``context-broker`` command's help, from its argument parser
@@ -454,12 +455,14 @@ class ToolEntry:
     model: bool  # listed with [server] tools = "model"
     brief: tuple[str, ...] | None = None  # the arguments a model is shown (None: all)
     gateway: bool = False  # answered while any downstream server is configured
+    result: str = ""  # what the result is, where no output schema says it
 
 
 def tool_entries() -> list[ToolEntry]:
     """Every tool the broker answers, in the order hosts list them."""
     from context_broker.server.host.gateway_tools import CALL_TOOL, LIST_SERVERS
     from context_broker.server.host.mcp_server import MODEL_TOOLS, TOOLS
+    from context_broker.tools.code import RUN_CODE, RUN_CODE_DESCRIPTION, RunCodeArgs
     from context_broker.tools.gateway import (
         CALL_TOOL_DESCRIPTION,
         LIST_SERVERS_DESCRIPTION,
@@ -490,6 +493,18 @@ def tool_entries() -> list[ToolEntry]:
             False,
             CALL_TOOL in MODEL_TOOLS,
             gateway=True,
+        ),
+        ToolEntry(
+            RUN_CODE,
+            RUN_CODE_DESCRIPTION,
+            RunCodeArgs.model_json_schema(),
+            None,
+            False,
+            RUN_CODE in MODEL_TOOLS,
+            gateway=True,
+            result="Result: text, what the program printed and its last expression's value "
+            "(JSON), then the session and the number of tool calls; a tool error with the "
+            "line and the message when it did not finish (see [Code mode](../code-mode.md)).",
         ),
         ToolEntry(
             LIST_SERVERS,
@@ -526,7 +541,7 @@ def tool_reference() -> str:
             out.append(f"*{'; '.join(facts).capitalize()}.*\n")
         out.append(f"{_escaped(e.description)}\n")
         out += _arguments(e.input, e.brief)
-        out += _result(e.output)
+        out += [e.result, ""] if e.result else _result(e.output)
     return "\n".join(out)
 
 

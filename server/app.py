@@ -16,6 +16,7 @@ from contextcore.config import ListedTools
 from contextcore.errors import ConfigError, ContextCoreError
 
 from .gateway import Gateway
+from .host.code_mode import CodeRunner
 from .parts import AppParts
 from .reload import serve_with_reload
 from .runtime import Runtime, build_runtime
@@ -38,11 +39,16 @@ async def _serve_stdio(server: Server[Any], direct: DirectCalls | None) -> None:
         await server.run(read, write, server.create_initialization_options())
 
 
-async def _with_gateway(gateway: Gateway, main: Any, *args: Any) -> None:
+async def _with_gateway(gateway: Gateway, code: CodeRunner | None, main: Any, *args: Any) -> None:
     """Run ``main(*args)`` with the downstream connections up (started in the background;
-    with no server configured, the gateway only waits for a reload to add some)."""
+    with no server configured, the gateway only waits for a reload to add some), then stop
+    code mode's sandbox workers."""
     async with gateway:
-        await main(*args)
+        try:
+            await main(*args)
+        finally:
+            if code is not None:
+                await code.aclose()
 
 
 def serve(
@@ -109,7 +115,15 @@ def serve(
 
 def _run(runtime: Runtime, main: Any, *args: Any) -> None:
     """Run a transport's ``main(*args)`` with the gateway up and the config reloadable."""
-    anyio.run(serve_with_reload, runtime.reloader, _with_gateway, runtime.gateway, main, *args)
+    anyio.run(
+        serve_with_reload,
+        runtime.reloader,
+        _with_gateway,
+        runtime.gateway,
+        runtime.code,
+        main,
+        *args,
+    )
 
 
 def _log_serving(parts: AppParts, transport: Transport) -> None:

@@ -49,6 +49,7 @@ _STARTUP_SECTIONS = (
     "gateway",
     "models",
     "profiles",
+    "code",
 )
 _LIVE_SEARCH_KEYS = frozenset(
     {

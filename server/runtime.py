@@ -28,6 +28,7 @@ from contextcore.services.history import HistoryService
 
 from .gateway import ExposedChangeFn, Gateway, GatewaySettings, ToolGate, resolve_servers
 from .gateway.oauth.store import open_tokens
+from .host.code_mode import CodeRunner
 from .host.gateway_tools import RESERVED_NAMES, GatewayTools, HostNotifier
 from .host.mcp_server import build_server
 from .observability import Observer, build_tracer_provider
@@ -56,6 +57,8 @@ class Runtime:
     """The downstream connections (none yet when the config names no server: a reload may
     add them)."""
     gateway_tools: GatewayTools
+    code: CodeRunner | None
+    """Code mode's ``run_code`` (None: ``[code] enabled = false``)."""
     reloader: ConfigReloader
     server: Server[Any]
     direct: DirectCalls | None
@@ -105,6 +108,7 @@ def build_runtime(config: AppConfig, config_path: Path) -> Runtime:
         observer=observer,
         relist_selected=config.server.relist_selected,
     )
+    code = CodeRunner(gateway_tools, config.code) if config.code.enabled else None
     serving = functools.partial(
         build_server,
         parts.broker,
@@ -114,6 +118,7 @@ def build_runtime(config: AppConfig, config_path: Path) -> Runtime:
         summarizers=SummarizerFactory(config.history.summarizer),
         models=config.models,
         observer=observer,
+        code=code,
     )
     server = serving(tools=config.server.tools)
     profiles = _profile_servers(config, parts, serving)
@@ -127,6 +132,7 @@ def build_runtime(config: AppConfig, config_path: Path) -> Runtime:
         history,
         gateway,
         gateway_tools,
+        code,
         reloader,
         server,
         direct,

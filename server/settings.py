@@ -22,6 +22,7 @@ from contextcore.profiles import unknown_servers
 
 __all__ = [
     "AppConfig",
+    "CodeConfig",
     "DownstreamConfig",
     "DownstreamToolConfig",
     "GatewayConfig",
@@ -59,7 +60,8 @@ class ServerConfig(ConfigModel):
     # off, every request goes through the MCP SDK's sessions (CONTEXT_BROKER_FAST_PATH=0).
     fast_path: bool = True
     # What a host's tools/list shows of the broker's own tools: "model" (what a model needs to
-    # work: build_request_context, get_context_items and call_tool), "all", or a list of names.
+    # work: build_request_context, get_context_items, call_tool and run_code), "all", or a
+    # list of names.
     # Every broker tool answers a call by its name whatever is listed.
     tools: ListedTools = "model"
     # A handshake-era host (one host per connection) is also listed the tools its latest
@@ -103,6 +105,27 @@ class TelemetryConfig(ConfigModel):
 
     otlp_endpoint: str = ""
     service_name: str = "context-broker"
+
+
+class CodeConfig(ConfigModel):
+    """Code mode: the ``run_code`` tool, where a model's program calls downstream tools in a
+    sandbox (pydantic-monty worker processes) and only its answer reaches the model."""
+
+    enabled: bool = True
+    # Seconds a run may compute (time spent waiting for tools does not count).
+    timeout: float = Field(10.0, gt=0, le=600)
+    # Seconds a whole run may take, waiting for tools included; past it the worker is killed.
+    run_timeout: float = Field(120.0, gt=0)
+    max_memory_mb: int = Field(64, ge=1, le=16_384)
+    max_recursion_depth: int = Field(200, ge=10, le=10_000)
+    # Tool calls one run may make (other waits of the program: twice as many).
+    max_calls: int = Field(50, ge=1, le=10_000)
+    # Bytes the variables a session keeps between runs may take in the store.
+    max_state_bytes: int = Field(1_000_000, ge=1_000)
+    # Characters of printed output a result keeps (the rest is cut, saying so).
+    max_output_chars: int = Field(10_000, ge=100)
+    # Sandbox worker processes (kept warm: one at least, at most this many at once).
+    workers: int = Field(2, ge=1, le=64)
 
 
 class DownstreamToolConfig(ConfigModel):
@@ -229,6 +252,7 @@ class AppConfig(BrokerConfig):
     server: ServerConfig = ServerConfig()
     gateway: GatewayConfig = GatewayConfig()
     telemetry: TelemetryConfig = TelemetryConfig()
+    code: CodeConfig = CodeConfig()
     servers: dict[str, DownstreamConfig] = Field(default_factory=dict)
     mcp_servers_file: Path | None = None
 

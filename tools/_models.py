@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from typing import Literal
 
+from contextcore.code_runs import CodeRun
 from contextcore.sessions import RequestContext, RequestItem, Session, SessionItem
 
 from ._spec import Out
 
 __all__ = [
+    "CodeRunOut",
     "ItemType",
     "RequestItemOut",
     "SessionItemOut",
+    "code_runs_text",
     "item_line",
     "request_candidates",
     "request_items",
@@ -70,6 +73,42 @@ class RequestItemOut(Out):
             via=_VIA.get(item.via or ""),
             turn=item.turn,
         )
+
+
+class CodeCallOut(Out):
+    server: str
+    tool: str
+    ok: bool
+
+
+class CodeRunOut(Out):
+    """A program run with ``run_code`` after a request context: its code, calls, answer."""
+
+    at: float
+    code: str
+    calls: list[CodeCallOut]
+    answer: str
+    is_error: bool
+
+    @classmethod
+    def of(cls, run: CodeRun) -> CodeRunOut:
+        return cls.model_validate(run)
+
+
+def code_runs_text(runs: list[CodeRunOut]) -> str:
+    """The runs as a text section (empty without runs)."""
+    if not runs:
+        return ""
+    parts = [f"## Code runs after this request ({len(runs)})"]
+    for n, run in enumerate(runs, 1):
+        calls = ", ".join(f"{c.server}/{c.tool}" + ("" if c.ok else " (failed)") for c in run.calls)
+        outcome = "failed" if run.is_error else "answered"
+        parts.append(
+            f"### Run {n}: {len(run.calls)} tool call(s), {outcome}\n"
+            f"```python\n{run.code.rstrip()}\n```\n"
+            f"Calls: {calls or 'none'}\nAnswer: {run.answer}"
+        )
+    return "\n\n".join(parts)
 
 
 def session_items(session: Session) -> list[SessionItemOut]:

@@ -87,6 +87,9 @@ class ToolContext:
     host_session: Callable[[], str] | None = None
     """The session of the host connection making the call (created on first use), for
     tools called without a ``session_id``; None: a new session per call."""
+    code_mode: bool = False
+    """Whether the host can call tools from ``run_code``: tool entries then give the
+    Python signature a program calls each by."""
 
     def session_for(self, session_id: str | None) -> str:
         """``session_id``, or the calling host connection's own session when it is None."""

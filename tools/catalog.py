@@ -10,6 +10,7 @@ from contextcore.context_text import CALL_HINT, ToolDirectory, item_block
 from contextcore.errors import CatalogError
 from contextcore.items import ContextItem, ItemRef, Tool, for_model
 from contextcore.services.broker import ContextBroker
+from contextcore.signatures import python_line, signature
 
 from ._models import ItemType, item_line
 from ._spec import Args, Intents, Out, ToolContext, ToolSpec
@@ -61,6 +62,8 @@ class ItemDefinitionOut(Out):
     text: str | None = None
     input_schema: dict[str, Any] | None = None
     call_name: str | None = None
+    python: str | None = None
+    """The Python signature ``run_code`` calls the tool by (while code mode is on)."""
 
 
 class SearchHitOut(Out):
@@ -113,9 +116,15 @@ class CatalogOut(Out):
     items: list[CatalogItemOut]
 
 
-def definition(item: ContextItem, directory: ToolDirectory) -> ItemDefinitionOut:
-    """The full definition of a catalog item."""
+def definition(
+    item: ContextItem, directory: ToolDirectory, code_mode: bool = False
+) -> ItemDefinitionOut:
+    """The full definition of a catalog item; with ``code_mode``, a tool's Python signature."""
     ref = item.ref
+    call_name = directory.exposed_name(ref) if isinstance(item, Tool) else None
+    python = None
+    if code_mode and isinstance(item, Tool) and call_name is not None:
+        python = signature(call_name, item.input_schema, item.output_schema).render()
     return ItemDefinitionOut(
         key=ref.key,
         type=ref.type,
@@ -126,7 +135,8 @@ def definition(item: ContextItem, directory: ToolDirectory) -> ItemDefinitionOut
         priority=item.priority,
         text=None if isinstance(item, Tool) else item.text,
         input_schema=dict(item.input_schema) if isinstance(item, Tool) else None,
-        call_name=directory.exposed_name(ref) if isinstance(item, Tool) else None,
+        call_name=call_name,
+        python=python,
     )
 
 
@@ -230,10 +240,15 @@ def _get_items(ctx: ToolContext, args: GetItemsArgs) -> ItemsOut:
             field="keys",
         )
     items = [ctx.broker.catalog.require(ref) for ref in dict.fromkeys(refs)]
-    blocks = [item_block(i.ref, i, ctx.tools, f"{i.ref.key}, {i.effective_include}") for i in items]
+    out = [definition(i, ctx.tools, ctx.code_mode) for i in items]
+    blocks = [
+        item_block(i.ref, i, ctx.tools, f"{i.ref.key}, {i.effective_include}")
+        + (f"\n{python_line(i, d.call_name)}" if d.python and isinstance(i, Tool) else "")
+        for i, d in zip(items, out, strict=True)
+    ]
     if any(isinstance(i, Tool) for i in items):
         blocks.append(CALL_HINT)
-    return ItemsOut(items=[definition(i, ctx.tools) for i in items], text="\n\n".join(blocks))
+    return ItemsOut(items=out, text="\n\n".join(blocks))
 
 
 def _items_text(out: ItemsOut) -> str:

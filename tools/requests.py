@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from contextcore.code_runs import runs_of
 from contextcore.context_text import Detail, RenderedContext, render_context
 from contextcore.items import ItemRef
 from contextcore.presets import PresetName
@@ -14,7 +15,13 @@ from contextcore.services.broker import ContextBroker
 from contextcore.sessions import RequestContext
 
 from ._damage import SKIPPED_FIELD, skipped, skipped_lines
-from ._models import RequestItemOut, request_candidates, request_items
+from ._models import (
+    CodeRunOut,
+    RequestItemOut,
+    code_runs_text,
+    request_candidates,
+    request_items,
+)
 from ._spec import Args, Intents, Out, ToolContext, ToolSpec, UserMessage
 
 __all__ = ["BUILD_REQUEST_CONTEXT", "GET_REQUEST_CONTEXT", "LIST_TURNS"]
@@ -107,6 +114,10 @@ class RequestArgs(Args):
 
 class RecordedRequestOut(RequestContextOut):
     message: str
+    code_runs: list[CodeRunOut] = Field(
+        default_factory=list,
+        description="The programs run with run_code after this request: code, calls, answer.",
+    )
 
 
 class SessionIdArgs(Args):
@@ -209,11 +220,18 @@ def _text(out: RequestContextOut) -> str:
 
 def _get(ctx: ToolContext, args: RequestArgs) -> RecordedRequestOut:
     context = ctx.broker.request(args.session_id, args.request_id)
+    runs = runs_of(ctx.broker.store.code_state(context.session_id), context.request_id)
     return RecordedRequestOut(
         **_fields(ctx, context, args.detail, args.max_context_tokens),
         message=context.message,
         messages=_messages(ctx.broker, context),
+        code_runs=[CodeRunOut.of(r) for r in runs],
     )
+
+
+def _recorded_text(out: RecordedRequestOut) -> str:
+    runs = code_runs_text(out.code_runs)
+    return f"{out.text}\n\n{runs}" if runs else out.text
 
 
 def _preview(message: str) -> str:
@@ -261,7 +279,7 @@ GET_REQUEST_CONTEXT = ToolSpec(
     RequestArgs,
     RecordedRequestOut,
     _get,
-    _text,
+    _recorded_text,
     read_only=True,
 )
 LIST_TURNS = ToolSpec(

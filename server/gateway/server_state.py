@@ -214,6 +214,7 @@ class ServerState:
                 server_include=self.config.include,
                 enabled=tool_cfg[t.name].enabled if t.name in tool_cfg else True,
                 app_only=app_only(t),
+                output_schema=dict(t.output_schema) if t.output_schema is not None else None,
             )
             for t in tools
         ]

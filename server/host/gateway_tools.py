@@ -14,6 +14,7 @@ from weakref import WeakKeyDictionary
 import anyio
 import anyio.to_thread
 from context_broker.tools.all_tools import BROKER_TOOLS
+from context_broker.tools.code import RUN_CODE
 from context_broker.tools.gateway import (
     CALL_TOOL_DESCRIPTION,
     LIST_SERVERS_DESCRIPTION,
@@ -61,7 +62,7 @@ CALL_TOOL = "call_tool"
 _MAX_LISTENERS = 256
 LIST_SERVERS = "list_servers"
 RESERVED_NAMES = frozenset(
-    {*(spec.name for spec in BROKER_TOOLS), APP_TOOL.name, CALL_TOOL, LIST_SERVERS}
+    {*(spec.name for spec in BROKER_TOOLS), APP_TOOL.name, CALL_TOOL, LIST_SERVERS, RUN_CODE}
 )
 """Every name the broker lists for its own tools: the gateway exposes no downstream tool as
 one, and no server's prefix may begin one (given to it as ``GatewaySettings.reserved``)."""

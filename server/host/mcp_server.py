@@ -10,6 +10,7 @@ from typing import Any
 
 from context_broker.tools.all_tools import BROKER_TOOLS, CONTEXT_TOOLS, ToolSpec
 from context_broker.tools.catalog import GET_CONTEXT_ITEMS
+from context_broker.tools.code import RUN_CODE
 from context_broker.tools.requests import BUILD_REQUEST_CONTEXT
 from mcp import MCPError, types
 from mcp.server import NotificationOptions, Server, ServerRequestContext
@@ -19,7 +20,7 @@ from mcp.server.session import ServerSession
 
 from contextcore.assembly_model import AssemblyModelSpec
 from contextcore.config import HistoryConfig, ListedTools
-from contextcore.context_text import NoTools
+from contextcore.context_text import NoTools, ToolDirectory
 from contextcore.errors import ConfigError
 from contextcore.profiles import Profile
 from contextcore.services.broker import ContextBroker
@@ -31,6 +32,7 @@ from ..observability import Observer
 from ..summarizers import SummarizerFactory
 from ..ui.app import tool_meta
 from ..ui.view import APP_TOOL
+from .code_mode import CodeDirectory, CodeRunner
 from .downstream import (
     check_shown,
     completion_handler,
@@ -64,9 +66,17 @@ INSTRUCTIONS = (
     "session_id the first result named: what earlier texts gave is then named, not repeated. "
     "Leave it out in a new conversation, or once the earlier results were dropped from it."
 )
-MODEL_TOOLS = (BUILD_REQUEST_CONTEXT.name, GET_CONTEXT_ITEMS.name, CALL_TOOL, APP_TOOL.name)
+MODEL_TOOLS = (
+    BUILD_REQUEST_CONTEXT.name,
+    GET_CONTEXT_ITEMS.name,
+    CALL_TOOL,
+    RUN_CODE,
+    APP_TOOL.name,
+)
 """What ``tools = "model"`` lists: what a model needs to work (and the request-context view's
-app-only tool, which hosts with MCP Apps keep from the model)."""
+app-only tool, which hosts with MCP Apps keep from the model); ``run_code`` while code mode
+is on."""
+_FIXED = (CALL_TOOL, LIST_SERVERS, RUN_CODE)
 
 
 def list_tools(
@@ -96,7 +106,7 @@ def listed_names(listed: ListedTools) -> frozenset[str] | None:
         return None
     if listed == "model":
         return frozenset(MODEL_TOOLS)
-    known = [*(s.name for s in TOOLS), CALL_TOOL, LIST_SERVERS]
+    known = [*(s.name for s in TOOLS), *_FIXED]
     unknown = [n for n in listed if n not in known]
     if unknown:
         raise ConfigError(
@@ -118,16 +128,20 @@ def build_server(
     observer: Observer | None = None,
     profile: Profile | None = None,
     tools: ListedTools = "all",
+    code: CodeRunner | None = None,
 ) -> Server[Any]:
     """An MCP server exposing ``broker``'s tools and resources on any transport, its history
     tools, and, with ``gateway_tools``, the gateway's tools, resources and prompts (it
     records proxied calls in its own history service: pass the same one as ``history``).
     With ``profile``, its hosts see only what the profile allows (one server per profile).
     ``tools`` is what ``tools/list`` shows of the broker's own tools (see
-    :func:`listed_names`); every one of them answers a call by its name."""
+    :func:`listed_names`); every one of them answers a call by its name. With ``code``
+    (and downstream servers), ``run_code`` runs programs over the downstream tools."""
     name = profile.name if profile is not None else None
     history = history or HistoryService(broker, HistoryConfig())
-    directory = gateway_tools.directory if gateway_tools is not None else NoTools()
+    directory: ToolDirectory = NoTools()
+    if gateway_tools is not None:  # with code mode, tool entries give Python signatures
+        directory = CodeDirectory(gateway_tools.directory, code is not None)
     observer = observer or Observer()
     on_context = _context_listener(observer, gateway_tools)
     runner = ToolRunner(
@@ -140,7 +154,8 @@ def build_server(
         observer=observer,
         on_context=on_context,
         profile=name,
-        directory_for=gateway_tools.directory_for if gateway_tools is not None else None,
+        directory_for=_directory_for(gateway_tools, code),
+        code_mode=code is not None and gateway_tools is not None,
     )
     prompt = ContextPrompt(broker, directory, on_context, name)
     server: Server[Any] = Server(
@@ -150,7 +165,7 @@ def build_server(
         get_tool_input_schema=lambda name: (
             runner.specs[name].input_schema() if name in runner.specs else None
         ),
-        **_tool_handlers(runner, gateway_tools, profile, tools),
+        **_tool_handlers(runner, gateway_tools, profile, tools, code),
         **_resource_handlers(ResourceReader(broker, name), gateway_tools, profile),
         **_prompt_handlers(prompt, gateway_tools, profile),
     )
@@ -195,16 +210,16 @@ def _tool_handlers(
     gateway_tools: GatewayTools | None,
     profile: Profile | None,
     listed_setting: ListedTools,
+    code: CodeRunner | None = None,
 ) -> dict[str, Any]:
-    """``tools/list`` and ``tools/call``: the broker's tools, then the gateway's; of the
-    broker's and gateway's own tools, those ``listed_setting`` lists."""
+    """``tools/list`` and ``tools/call``: the broker's tools, then the gateway's (and
+    ``run_code``); of the broker's and gateway's own tools, those ``listed_setting`` lists."""
     shown = listed_names(listed_setting)
     own = TOOLS if shown is None else tuple(s for s in TOOLS if s.name in shown)
     tool_list = list_tools(own, brief=listed_setting == "model")
 
     def listed(tool: types.Tool) -> bool:
-        fixed = tool.name in (CALL_TOOL, LIST_SERVERS)
-        return shown is None or not fixed or tool.name in shown
+        return shown is None or tool.name not in _FIXED or tool.name in shown
 
     async def on_list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -212,13 +227,17 @@ def _tool_handlers(
         if gateway_tools is None:
             return types.ListToolsResult(tools=tool_list)
         gateway_tools.notifier.remember(ctx.session)
-        downstream = [t for t in await gateway_tools.tools(ctx.session, profile) if listed(t)]
-        return types.ListToolsResult(tools=[*tool_list, *downstream])
+        downstream = _with_code(await gateway_tools.tools(ctx.session, profile), code)
+        return types.ListToolsResult(tools=[*tool_list, *(t for t in downstream if listed(t))])
 
     async def on_call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         spec = runner.specs.get(params.name)
+        if params.name == RUN_CODE and code is not None and with_servers(gateway_tools):
+            return await code.call(
+                params.arguments or {}, profile, lambda: runner.host_session(ctx)
+            )
         if spec is not None:
             if gateway_tools is not None:  # early calls wait for the first gathering (bounded)
                 await gateway_tools.startup()
@@ -245,6 +264,25 @@ def _tool_handlers(
         )
 
     return {"on_list_tools": on_list_tools, "on_call_tool": on_call_tool}
+
+
+def _directory_for(
+    gateway_tools: GatewayTools | None, code: CodeRunner | None
+) -> Callable[[object], ToolDirectory] | None:
+    """The tool directory as one host connection sees it (see
+    :meth:`GatewayTools.directory_for`), giving signatures while code mode is on."""
+    if gateway_tools is None:
+        return None
+    tools = gateway_tools
+    return lambda session: CodeDirectory(tools.directory_for(session), code is not None)
+
+
+def _with_code(gateway_listed: list[types.Tool], code: CodeRunner | None) -> list[types.Tool]:
+    """The gateway's tools with ``run_code`` beside ``call_tool`` (while code mode is on and
+    the gateway lists anything: a server is configured)."""
+    if code is None or not gateway_listed:
+        return gateway_listed
+    return [gateway_listed[0], code.definition, *gateway_listed[1:]]
 
 
 def _resource_handlers(

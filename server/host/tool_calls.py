@@ -96,8 +96,10 @@ class ToolRunner:
         on_context: ContextListener | None = None,
         profile: str | None = None,
         directory_for: Callable[[object], ToolDirectory] | None = None,
+        code_mode: bool = False,
     ) -> None:
         self.broker = broker
+        self.code_mode = code_mode
         # The directory as one host connection sees it (the tools its host re-listed).
         self.directory_for = directory_for
         # The profile of the hosts this runner serves: their sessions are created under it,
@@ -151,6 +153,7 @@ class ToolRunner:
             built,
             self.profile,
             host_session=lambda: self.host_session(ctx),
+            code_mode=self.code_mode,
         )
 
     async def call(

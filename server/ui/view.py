@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from typing import Literal
 
+from context_broker.tools._models import CodeRunOut
 from context_broker.tools._spec import Args, Out, ToolSpec
 from pydantic import Field
 
+from contextcore.code_runs import runs_of
 from contextcore.render import sort_items, summary_line
 from contextcore.services.broker import ContextBroker
 from contextcore.sessions import RequestContext, RequestItem
@@ -72,6 +74,8 @@ class RequestView(Out):
     columns: Columns
     within_reach: list[ViewItem] = Field(default_factory=list)
     """The further tools the text named one line each (``via``: why), best source first."""
+    code_runs: list[CodeRunOut] = Field(default_factory=list)
+    """The programs run with ``run_code`` after this request: code, calls and answer."""
 
 
 def _view_item(broker: ContextBroker, row: RequestItem) -> ViewItem:
@@ -116,6 +120,10 @@ def view_of(broker: ContextBroker, context: RequestContext) -> RequestView:
             tools=[r for r in rows if r.type == "tool"],
         ),
         within_reach=[_view_item(broker, r) for r in context.candidates],
+        code_runs=[
+            CodeRunOut.of(r)
+            for r in runs_of(broker.store.code_state(context.session_id), context.request_id)
+        ],
     )
 
 

@@ -29,7 +29,13 @@ from tests.support.mcp_calls import call
 OFFICE = Path(__file__).parent / "fixtures" / "office_tools.py"
 OFF_TOPIC = "what's a good name for a cat?"
 REPORT_TOOLS = ("create_document", "add_paragraph", "add_picture", "convert_to_pdf")
-MODEL_SURFACE = {"build_request_context", "get_context_items", "call_tool", "ui_request_context"}
+MODEL_SURFACE = {
+    "build_request_context",
+    "get_context_items",
+    "call_tool",
+    "run_code",
+    "ui_request_context",
+}
 
 
 @pytest.fixture(scope="module")

@@ -168,6 +168,17 @@ def test_history_state_and_snapshot_update_atomically(store: SessionStore) -> No
     assert store.snapshot(sid) == {"goal": "ship"}
 
 
+def test_code_state_is_a_part_of_its_own_updated_atomically(store: SessionStore) -> None:
+    a, b = new_session(store), new_session(store)
+    assert store.code_state(a) is None
+    store.update_code_state(a, lambda cur: {"state": "AAEC", "runs": [{"code": "x = 1"}]})
+    store.update_code_state(a, lambda cur: {**(cur or {}), "runs": [*cur["runs"], {}]})  # type: ignore[index]
+    assert store.code_state(a) == {"state": "AAEC", "runs": [{"code": "x = 1"}, {}]}
+    assert store.code_state(b) is None and store.snapshot(a) is None
+    with pytest.raises(UnknownSession):
+        store.update_code_state(new_session_id(), lambda cur: {})
+
+
 def test_calls_and_usage_events_get_sequence_numbers(store: SessionStore) -> None:
     a, b = new_session(store), new_session(store)
     assert store.append_call(a, {"tool": "db__query"}) == 0

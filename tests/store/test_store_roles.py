@@ -59,7 +59,7 @@ class _AllRoles(
 
 def test_the_count_takes_in_what_a_protocol_inherits() -> None:
     assert _AllRoles in _protocols(sys.modules[__name__])
-    assert len(_methods(_AllRoles)) == 37 > MOST_METHODS
+    assert len(_methods(_AllRoles)) == 39 > MOST_METHODS
 
 
 def test_the_whole_store_is_no_protocol_but_holds_an_object_for_each_role() -> None:

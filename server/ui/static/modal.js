@@ -54,6 +54,28 @@
     return col;
   }
 
+  // The programs run with run_code after this request: code, the calls made, the answer.
+  function runsNode(runs) {
+    var box = el("section", "cb-reach");
+    box.dataset.role = "code-runs";
+    var title = el("h3", null, "Code runs after this request");
+    title.appendChild(el("span", "cb-count", String(runs.length)));
+    box.appendChild(title);
+    runs.forEach(function (run) {
+      var item = el("div", "cb-run");
+      item.dataset.state = run.is_error ? "failed" : "answered";
+      item.appendChild(el("pre", "cb-code", run.code));
+      var calls = el("ul", "cb-items");
+      run.calls.forEach(function (c) {
+        calls.appendChild(el("li", "cb-call", c.server + "/" + c.tool + (c.ok ? "" : " (failed)")));
+      });
+      item.appendChild(calls);
+      item.appendChild(el("div", "cb-desc cb-answer", run.answer));
+      box.appendChild(item);
+    });
+    return box;
+  }
+
   function render(container, view) {
     container.textContent = "";
     var root = el("div", "cb-modal");
@@ -88,6 +110,8 @@
       more.appendChild(list);
       root.appendChild(more);
     }
+    var runs = view.code_runs || [];
+    if (runs.length) root.appendChild(runsNode(runs));
     var total = COLUMNS.reduce(function (n, c) { return n + (view.columns[c[0]] || []).length; }, 0);
     if (!total) root.appendChild(el("div", "cb-state", "No rules, references or tools were selected for this message."));
     container.appendChild(root);
