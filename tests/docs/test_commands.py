@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from context_broker.server.cli.main import CONFIG_ENV, _parser
+from context_broker.server.cli.commands import CONFIG_ENV, _parser
 
 from ._blocks import BROKER, ROOT, Command, commands
 
