@@ -76,6 +76,7 @@ def check_report(config_path: Path) -> dict[str, Any]:
         cfg = survey.servers.get(server["name"])
         server["include"] = (cfg.include if cfg else None) or "always"
         server["origin"] = survey.origins.get(server["name"], "config")
+        _one_shot(server)
     persistence = config.persistence
     store_error, damaged = _store_problem(config)
     return {
@@ -93,6 +94,20 @@ def check_report(config_path: Path) -> dict[str, Any]:
             "damaged_records": damaged,
         },
     }
+
+
+def _one_shot(server: dict[str, Any]) -> None:
+    """A server as one look sees it: one that did not connect has ``failed`` (a running
+    broker would be trying again, which a check does not), its error without the class name
+    of the broker's own errors."""
+    if server["state"] == "reconnecting":
+        server["state"] = "failed"
+    error = server.get("lastError")
+    if isinstance(error, str) and error.startswith(_OWN_ERROR):
+        server["lastError"] = error.removeprefix(_OWN_ERROR)
+
+
+_OWN_ERROR = f"{GatewayError.__name__}: "
 
 
 def _store_problem(config: Any) -> tuple[str | None, int]:
@@ -133,10 +148,12 @@ def format_check(report: dict[str, Any]) -> str:
     lines.append(f"search: {model['search']}")
     for server in report["servers"]:
         state = f"{server['state']}, {server['toolCount']} tools"
-        error = f" (last error: {server['lastError']})" if server["lastError"] else ""
+        error = f" ({server['lastError']})" if server["lastError"] else ""
         lines.append(f"server {server['name']} [{server['transport']}]: {state}{error}")
         if "include" in server:
             lines.append(f"  include {server['include']} ({server['origin']})")
+        if server["state"] not in ("connected", "disabled"):
+            lines.append(_leave_out(server, report["config"]))
         lines += _trust_lines(server["name"], server.get("trust"))
         lines += [f"  name clash: {escape(why)}" for why in server.get("nameClashes", [])]
     lines += [f"warning: {warning}" for warning in report.get("warnings", [])]
@@ -149,17 +166,23 @@ def format_check(report: dict[str, Any]) -> str:
             f"  damaged records: {p['damaged_records']} (every read skips them; "
             "`context-broker repair` shows and removes them)"
         )
-    if code == SERVER_DOWN:
-        lines.append(
-            f"a downstream server is not connected (see its last error above): exit code "
-            f"{SERVER_DOWN}; fix it, or set enabled = false on it"
-        )
     if code == NEEDS_REVIEW:
         lines.append(
             "downstream tools need review (held back or flagged above): exit code "
             f"{NEEDS_REVIEW}; see `context-broker tools status`"
         )
     return "\n".join(escape(line) for line in lines)
+
+
+def _leave_out(server: dict[str, Any], config: str) -> str:
+    """How to turn off a server that is not connected, said where it goes: an imported
+    server's settings go in a ``[servers.NAME]`` table of the config, beside its entry."""
+    table = f"[servers.{server['name']}]"
+    if str(server.get("origin", "config")).startswith("imported") and table not in str(
+        server.get("origin")
+    ):
+        return f"  or leave it out: add a {table} table with enabled = false to {config}"
+    return f"  or leave it out: set enabled = false in its {table} table of {config}"
 
 
 def _trust_lines(server: str, trust: dict[str, Any] | None) -> list[str]:

@@ -119,7 +119,9 @@ def _check_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         "check",
         help="validate a config and report what it loads",
         description="Exit codes: 0 all well, 1 invalid config, 2 a configured downstream "
-        "server could not be started or reached, 3 a downstream tool is held back or flagged.",
+        "server could not be started or reached, 3 a downstream tool is held back or flagged. "
+        "Every problem is in the report; the log (stderr) shows errors only, unless "
+        "--log-level asks for more.",
         parents=[common],
     )
     _add_config(check)
@@ -472,7 +474,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``context-broker`` console script."""
     args = _parser().parse_args(argv)
-    level = args.log_level or "INFO"
+    # check reports every problem itself; the log would say each of them again.
+    level = args.log_level or ("ERROR" if args.command == "check" else "INFO")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(EscapingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=level, handlers=[handler])

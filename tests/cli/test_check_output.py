@@ -1,0 +1,74 @@
+"""``context-broker check`` says each problem once, with its fix: a server that cannot start is
+one line with its error and one with how to leave it out, and the log repeats none of it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from tests.support.broker_procs import BROKER, ROOT, server_env
+
+MISSING = "mcp-server-nowhere-to-be-found"
+
+
+def _check(config: Path, *more: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [BROKER, "check", "--config", str(config), *more],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=server_env(),
+        cwd=cwd or config.parent,
+    )
+
+
+def test_a_missing_command_is_said_once_in_nine_lines(tmp_path: Path) -> None:
+    config = tmp_path / "broker.toml"
+    config.write_text(
+        f'[search]\nsemantic = false\n\n[servers.ghost]\ncommand = "{MISSING}"\n',
+        encoding="utf-8",
+    )
+    done = _check(config)
+    assert done.returncode == 2
+    said = done.stdout + done.stderr
+    assert done.stderr == "", done.stderr
+    assert len(said.splitlines()) <= 9, said
+    assert said.count(MISSING) == 1, said
+    assert said.count("give its absolute path") == 1, said
+    assert said.count("is not on the PATH it runs with") == 1, said
+    assert "reconnecting" not in said and "GatewayError" not in said, said
+    line = next(x for x in said.splitlines() if x.startswith("server ghost"))
+    assert line.startswith("server ghost [stdio]: failed, 0 tools (command "), line
+    assert "  or leave it out: set enabled = false in its [servers.ghost] table" in said
+
+
+def test_an_imported_server_is_left_out_with_a_table_of_its_name(tmp_path: Path) -> None:
+    servers = tmp_path / "mcp-servers.json"
+    servers.write_text(json.dumps({"mcpServers": {"ghost": {"command": MISSING}}}), "utf-8")
+    config = tmp_path / "broker.toml"
+    config.write_text(
+        'mcp_servers_file = "mcp-servers.json"\n[search]\nsemantic = false\n', encoding="utf-8"
+    )
+    done = _check(config)
+    assert done.returncode == 2 and done.stderr == "", done.stderr
+    assert (
+        f"  or leave it out: add a [servers.ghost] table with enabled = false to {config}"
+        in done.stdout
+    ), done.stdout
+    config.write_text(config.read_text("utf-8") + "\n[servers.ghost]\nenabled = false\n", "utf-8")
+    assert _check(config).returncode == 0
+
+
+def test_a_healthy_check_ends_with_its_report_and_logs_nothing() -> None:
+    done = _check(ROOT / "examples" / "two-servers.toml", cwd=ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stderr == ""
+    assert done.stdout.splitlines()[-1].startswith("persistence: ")
+
+
+def test_the_log_is_there_when_asked_for(tmp_path: Path) -> None:
+    config = tmp_path / "broker.toml"
+    config.write_text(f'[servers.ghost]\ncommand = "{MISSING}"\n', encoding="utf-8")
+    done = _check(config, "--log-level", "INFO")
+    assert "downstream 'ghost'" in done.stderr
