@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from ..gateway.trust.gate import approve_hint
 from ..host.gateway_tools import RESERVED_NAMES
 from ..summarizers import require_sdk
 from ..terminal import escape, escape_lines
+from ._import_review import server_line
 
 __all__ = ["check_exit_code", "check_report", "format_check"]
 
@@ -57,8 +59,14 @@ def _model_report(parts: Any) -> dict[str, Any]:
     }
 
 
-def check_report(config_path: Path) -> dict[str, Any]:
-    """Validate the config, load its catalog and the model; never raises for bad input."""
+def check_report(
+    config_path: Path, announce: Callable[[str], None] | None = None
+) -> dict[str, Any]:
+    """Validate the config, load its catalog and the model; never raises for bad input.
+
+    Before any server starts, ``announce`` is given one line for each server that came from
+    the config's ``mcp_servers_file`` (copied from a host's file, not written in the config):
+    the command it is about to run."""
     try:
         config = load_config(config_path)
         require_sdk(config.history.summarizer)  # as serve refuses it at startup
@@ -69,6 +77,9 @@ def check_report(config_path: Path) -> dict[str, Any]:
 
     try:
         survey = survey_servers(config, reserved=RESERVED_NAMES)
+        if announce is not None:
+            for line in _imported_commands(survey):
+                announce(line)
         servers = gather_downstream(parts)
     except GatewayError as exc:
         return {"ok": False, "config": str(config_path), "error": str(exc)}
@@ -94,6 +105,17 @@ def check_report(config_path: Path) -> dict[str, Any]:
             "damaged_records": damaged,
         },
     }
+
+
+def _imported_commands(survey: Any) -> list[str]:
+    """The commands check is about to run that the config does not write itself."""
+    lines = []
+    for name, cfg in survey.servers.items():
+        origin = survey.origins.get(name, "config")
+        if cfg.enabled and cfg.kind == "stdio" and origin.startswith("imported"):
+            entry = {"command": cfg.command, "args": list(cfg.args), "cwd": cfg.cwd}
+            lines.append(f"starting {server_line(name, entry)} ({origin})")
+    return lines
 
 
 def _one_shot(server: dict[str, Any]) -> None:
