@@ -531,7 +531,9 @@ def _target(
     if client not in CLIENTS:
         raise InstallError(f"unknown client {client!r}; choose one of {', '.join(CLIENTS)}")
     target = (path or default_path(client, scope)).expanduser().absolute()
-    return _HOSTS[client], target, servers_place(client, scope)
+    # A file named with --path has its servers at the top, unless --scope local says not.
+    place = servers_place(client, scope) if path is None or scope == "local" else None
+    return _HOSTS[client], target, place or (_HOSTS[client].servers_key,)
 
 
 def _plan(
@@ -738,7 +740,7 @@ def _servers_change(
     current = _read_host_file(copy, _HOSTS["generic"])
     own = "mcpServers" if host.format == "toml" else host.servers_key  # JSON, as the broker reads
     key = next((k for k in ("mcpServers", "servers") if k in current.data), own)
-    servers = {**_servers_of(current, copy, key), **moved}
+    servers = {**_servers_of(current, copy, (key,)), **moved}
     after = json.dumps({**current.data, key: servers}, indent=2, ensure_ascii=False) + "\n"
     return None if after == current.text else FileChange(copy, current.text, after)
 
