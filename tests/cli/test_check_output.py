@@ -51,7 +51,8 @@ def test_an_imported_server_is_left_out_with_a_table_of_its_name(tmp_path: Path)
         'mcp_servers_file = "mcp-servers.json"\n[search]\nsemantic = false\n', encoding="utf-8"
     )
     done = _check(config)
-    assert done.returncode == 2 and done.stderr == "", done.stderr
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == f"check: starting ghost: {MISSING} (imported from mcp-servers.json)\n"
     assert (
         f"  or leave it out: add a [servers.ghost] table with enabled = false to {config}"
         in done.stdout
@@ -72,3 +73,24 @@ def test_the_log_is_there_when_asked_for(tmp_path: Path) -> None:
     config.write_text(f'[servers.ghost]\ncommand = "{MISSING}"\n', encoding="utf-8")
     done = _check(config, "--log-level", "INFO")
     assert "downstream 'ghost'" in done.stderr
+
+
+def test_where_things_are_is_shown_and_secrets_are_masked(tmp_path: Path) -> None:
+    """``${env:HOME}`` says where things are: the error shows it; a token stays ``***``."""
+    home = tmp_path / "someone"
+    config = tmp_path / "broker.toml"
+    config.write_text(
+        "[search]\nsemantic = false\n\n[servers.notes]\n"
+        'command = "${env:HOME}/bin/notes-server"\n'
+        'env = { NOTES_FILE = "${env:HOME}/notes.json" }\n\n'
+        '[servers.paid]\ncommand = "${env:SERVICE_TOKEN}"\n',
+        encoding="utf-8",
+    )
+    env = server_env() | {"HOME": str(home), "SERVICE_TOKEN": "tok-very-secret-1"}
+    done = subprocess.run(
+        [BROKER, "check", "--config", str(config)],
+        capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    said = done.stdout + done.stderr
+    assert f"command '{home}/bin/notes-server' does not exist" in said, said
+    assert "tok-very-secret" not in said and "command '***' is not on the PATH" in said, said
