@@ -490,9 +490,18 @@ def _listed_tools(value: str | None) -> ListedTools | None:
     return tuple(n.strip() for n in value.split(",") if n.strip())
 
 
+_WAITING = (
+    "context-broker: serving MCP over stdin and stdout, waiting for a host to speak: a host "
+    "starts this command itself (`context-broker install --client ...` adds it to one), and "
+    "MCP Inspector shows what it answers (see the Hosts page); Ctrl-D or Ctrl-C ends it"
+)
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     from ..app import serve
 
+    if args.transport == "stdio" and sys.stdin.isatty():  # a person, not a host, started it
+        print(_WAITING, file=sys.stderr, flush=True)
     try:
         return serve(
             args.config,

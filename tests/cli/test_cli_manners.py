@@ -53,3 +53,50 @@ def test_a_misspelt_choice_shows_the_value_and_the_closest_one(tmp_path: Path) -
         "did you mean 'always'?"
     ) in said, said
     assert "12345678" not in said and "value not shown: it may be a secret" in said
+
+
+def test_serve_in_a_terminal_says_it_waits_for_a_host_and_ends_on_ctrl_d(tmp_path: Path) -> None:
+    import os
+    import pty
+    import select
+    import time
+
+    config = tmp_path / "broker.toml"
+    config.write_text("[search]\nsemantic = false\n", encoding="utf-8")
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [BROKER, "serve", "--config", str(config)],
+        stdin=follower, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=server_env(),
+    )  # fmt: skip
+    os.close(follower)
+    try:
+        assert proc.stderr is not None
+        seen = b""
+        deadline = time.monotonic() + 60
+        while b"waiting for a host" not in seen and time.monotonic() < deadline:
+            ready, _, _ = select.select([proc.stderr], [], [], 1)
+            if ready:
+                seen += os.read(proc.stderr.fileno(), 4096)
+        assert b"waiting for a host to speak" in seen, seen
+        assert b"Ctrl-D or Ctrl-C ends it" in seen
+        os.write(leader, b"\x04")  # Ctrl-D: the end of the input
+        assert proc.wait(timeout=60) == 0
+    finally:
+        os.close(leader)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+def test_serve_with_no_input_exits_cleanly(tmp_path: Path) -> None:
+    config = tmp_path / "broker.toml"
+    config.write_text("[search]\nsemantic = false\n", encoding="utf-8")
+    done = subprocess.run(
+        [BROKER, "serve", "--config", str(config)],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, env=server_env(),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "waiting for a host" not in done.stderr
