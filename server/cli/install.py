@@ -824,9 +824,6 @@ def import_servers(
         changes.append(host_change)
     pins = _new_pin_file(config)
     backups = {} if dry_run else _write(changes, private=[copy])
-    project = (scope or host.scope) == "project" or (
-        path is not None and is_project_file(target, Path.cwd(), Path.home())
-    )
     return ImportResult(
         replace(result, backup=backups.get(target)),
         tuple(moved),
@@ -835,10 +832,18 @@ def import_servers(
         tuple(changes),
         backups,
         entries=moved,
-        project=project,
+        project=_of_a_project(host, scope, path, target),
         pins=pins,
         git_tree=git_tree_of(copy) if moved else None,
     )
+
+
+def _of_a_project(host: _Host, scope: Scope | None, path: Path | None, target: Path) -> bool:
+    """Whether the host file belongs to the project in the current folder (a cloned
+    repository's, say), whose servers the host would ask about before starting them."""
+    if path is not None:
+        return is_project_file(target, Path.cwd(), Path.home())
+    return (scope or host.scope) == "project"
 
 
 def _new_pin_file(config: Path) -> Path | None:
