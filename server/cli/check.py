@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from ..host.gateway_tools import RESERVED_NAMES
 from ..summarizers import require_sdk
 from ..terminal import escape, escape_lines
 from ._import_review import server_line
+from .install import broker_command
 
 __all__ = ["check_exit_code", "check_report", "format_check"]
 
@@ -183,17 +185,23 @@ def format_check(report: dict[str, Any]) -> str:
     lines.append(f"persistence: {p['backend']}" + (f" at {p['path']}" if p["path"] else ""))
     if p.get("error"):
         lines.append(f"  error: {p['error']}")
+    config = shlex.quote(str(report["config"]))
     if p.get("damaged_records"):
         lines.append(
             f"  damaged records: {p['damaged_records']} (every read skips them; "
-            "`context-broker repair` shows and removes them)"
+            f"`{_broker()} repair --config {config}` shows and removes them)"
         )
     if code == NEEDS_REVIEW:
         lines.append(
             "downstream tools need review (held back or flagged above): exit code "
-            f"{NEEDS_REVIEW}; see `context-broker tools status`"
+            f"{NEEDS_REVIEW}; see `{_broker()} tools status --config {config}`"
         )
     return "\n".join(escape(line) for line in lines)
+
+
+def _broker() -> str:
+    """This installation's command, as a shell runs it without the venv on ``PATH``."""
+    return shlex.join(broker_command())
 
 
 def _leave_out(server: dict[str, Any], config: str) -> str:
