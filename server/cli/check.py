@@ -178,7 +178,7 @@ def format_check(report: dict[str, Any]) -> str:
             lines.append(f"  include {server['include']} ({server['origin']})")
         if server["state"] not in ("connected", "disabled"):
             lines.append(_leave_out(server, report["config"]))
-        lines += _trust_lines(server["name"], server.get("trust"))
+        lines += _trust_lines(server["name"], server.get("trust"), str(report["config"]))
         lines += [f"  name clash: {escape(why)}" for why in server.get("nameClashes", [])]
     lines += [f"warning: {warning}" for warning in report.get("warnings", [])]
     p = report["persistence"]
@@ -215,14 +215,17 @@ def _leave_out(server: dict[str, Any], config: str) -> str:
     return f"  or leave it out: set enabled = false in its {table} table of {config}"
 
 
-def _trust_lines(server: str, trust: dict[str, Any] | None) -> list[str]:
-    """What the tool gate held back, flagged, clipped or dropped for one server."""
+def _trust_lines(server: str, trust: dict[str, Any] | None, config: str) -> list[str]:
+    """What the tool gate held back, flagged, clipped or dropped for one server; the approve
+    command as it runs (this broker's path, the config checked)."""
     if not trust:
         return []
     lines = []
     for held in trust["held"]:
         lines.append(f"  held back: {held['tool']}: {held['reason']}")
-        lines.append(f"    approve: {approve_hint(server, held['tool'], held.get('sha256'))}")
+        where = f"--config {shlex.quote(config)}"
+        hint = approve_hint(server, held["tool"], held.get("sha256"), where)
+        lines.append(f"    approve: {_broker()}{hint.removeprefix('context-broker')}")
     for flagged in trust["flagged"]:
         lines.append(f"  flagged: {flagged['tool']}: {'; '.join(flagged['findings'])}")
     if trust["truncated"]:
