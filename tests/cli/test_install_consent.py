@@ -145,3 +145,27 @@ def test_a_servers_file_in_a_git_working_tree_is_named_unless_ignored(tmp_path: 
     again = _broker(tmp_path, *args)
     assert again.returncode == 0, again.stderr
     assert "warning:" not in again.stdout
+
+
+def test_in_a_terminal_it_asks_and_moves_them_on_yes(tmp_path: Path) -> None:
+    import os
+    import pty
+
+    host, marker, command = _cloned_project(tmp_path)
+    leader, follower = pty.openpty()
+    os.write(leader, b"y\n")  # the answer, waiting in the terminal's input
+    try:
+        done = subprocess.run(
+            [BROKER, "install", "--client", "claude-code", "--scope", "project",
+             "--config", "broker.toml", "--import"],
+            cwd=tmp_path, env=server_env() | {"HOME": str(tmp_path / "home")}, stdin=follower,
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert done.returncode == 0, done.stderr
+    assert f"  helper: {shlex.join(command)}" in done.stderr  # shown before the question
+    assert "move them behind the broker, which will start them? [y/N]" in done.stdout
+    assert list(json.loads(host.read_text(encoding="utf-8"))["mcpServers"]) == ["context-broker"]
+    assert not marker.exists()
