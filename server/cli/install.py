@@ -599,6 +599,7 @@ class ImportResult:
     project: bool = False  # the host file belongs to a project: a person must agree first
     pins: Path | None = None  # the pin file checking them will create (None: it exists)
     git_tree: Path | None = None  # the git working tree the servers file is in, unignored
+    looked: str = ""  # with nothing moved: each file of the host looked at, and what it lists
 
     def review(self) -> str:
         """The servers that would move, each with the full command the broker would run."""
@@ -628,10 +629,7 @@ class ImportResult:
     def describe(self) -> str:
         """Lines for a person: what moved where, what to run next, and how to undo it."""
         if not self.moved:
-            return (
-                f"nothing to import: {self.host.path} lists no servers besides the broker; "
-                + self.host.describe()
-            )
+            return f"{self.looked}; {self.host.describe()}"
         verb = "would move" if self.host.dry_run else "moved"
         count = f"{len(self.moved)} server{'' if len(self.moved) == 1 else 's'}"
         lines = [
@@ -801,13 +799,12 @@ def import_servers(
     config = config.expanduser().absolute()
     current = _read_host_file(target, host)
     moved = _movable(client, target, _servers_of(current, target, place, host.syntax), name)
-    if approved is not None and moved != approved:
-        raise InstallError(
-            f"{str(target)!r} changed since its servers were shown; run install --import "
-            "again to see them; nothing was written"
-        )
+    _same_as_shown(target, moved, approved)
     if not moved and not config.is_file():
-        raise InstallError(_nothing_found(client, target, place, scope, name, config))
+        raise InstallError(
+            f"{_nothing_found(client, target, place, scope, name)}; nothing was written (the "
+            f"broker config {str(config)!r} is created only when servers move into it)"
+        )
     if config.is_file() or not moved:
         entry = server_entry(client, config, command, env)
     else:  # the config is written below, with only the servers file in it
@@ -835,7 +832,17 @@ def import_servers(
         project=_of_a_project(host, scope, path, target),
         pins=pins,
         git_tree=git_tree_of(copy) if moved else None,
+        looked="" if moved else _nothing_found(client, target, place, scope, name),
     )
+
+
+def _same_as_shown(target: Path, moved: Mapping[str, Any], shown: Mapping[str, Any] | None) -> None:
+    """Refuse to move other servers than the ones a person agreed to."""
+    if shown is not None and moved != shown:
+        raise InstallError(
+            f"{str(target)!r} changed since its servers were shown; run install --import "
+            "again to see them; nothing was written"
+        )
 
 
 def _of_a_project(host: _Host, scope: Scope | None, path: Path | None, target: Path) -> bool:
@@ -865,7 +872,7 @@ def _found(client: Client, path: Path, place: tuple[str, ...], name: str) -> str
     where = f"{path} ({_label(place)})" if len(place) > 1 else str(path)
     others = [n for n in servers if n != name]
     if not others:
-        return f"{where} lists no servers" + (f" besides {name!r}" if name in servers else "")
+        return f"{where} lists no servers" + (" besides the broker" if name in servers else "")
     count = f"{len(others)} server{'' if len(others) == 1 else 's'}"
     return f"{where} lists {count}: {', '.join(others)}"
 
@@ -876,7 +883,6 @@ def _nothing_found(
     place: tuple[str, ...],
     scope: Scope | None,
     name: str,
-    config: Path,
 ) -> str:
     """Why ``--import`` has nothing to move: each file of the host looked at, and what each
     lists; with the option that reads another one that lists servers."""
@@ -890,7 +896,4 @@ def _nothing_found(
         listed = " lists " in found and "lists no servers" not in found
         hint = f"; pass --scope {other} to import them" if listed else ""
         looked.append(f"{found} ({other} scope{hint})")
-    return (
-        f"nothing to import: {'; '.join(looked)}; nothing was written (the broker config "
-        f"{str(config)!r} is created only when servers move into it)"
-    )
+    return f"nothing to import: {'; '.join(looked)}"

@@ -86,6 +86,20 @@ def test_nothing_to_import_names_each_file_looked_at_and_what_it_lists(tmp_path:
     assert not (tmp_path / "b.toml").exists()
 
 
+def test_with_a_config_nothing_to_import_still_says_where_servers_are(tmp_path: Path) -> None:
+    _claude_json(tmp_path, tmp_path / "another-project")
+    (tmp_path / "b.toml").write_text("[search]\nsemantic = false\n", encoding="utf-8")
+
+    done = _broker(tmp_path, "install", "--client", "claude-code", "--config", "b.toml", "--import")
+
+    assert done.returncode == 0, done.stderr
+    home = tmp_path / "home" / ".claude.json"
+    assert done.stdout.startswith(f'nothing to import: {home} (projects["{tmp_path}"]'), done.stdout
+    hint = "lists 1 server: everywhere (user scope; pass --scope user to import them)"
+    assert hint in done.stdout
+    assert "added 'context-broker' in " in done.stdout
+
+
 def test_the_next_and_undo_lines_run_as_printed_without_the_venv_on_path(
     tmp_path: Path,
 ) -> None:
