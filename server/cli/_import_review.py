@@ -42,10 +42,10 @@ def review_lines(entries: Mapping[str, Any]) -> list[str]:
 
 def is_project_file(path: Path, cwd: Path, home: Path) -> bool:
     """Whether a host file belongs to the project in ``cwd`` rather than to the user: it is
-    inside ``cwd`` (``.mcp.json``, ``.vscode/mcp.json``, ...), and not the user's own file
-    of a home folder that is ``cwd`` itself."""
+    inside ``cwd`` (``.mcp.json``, ``.vscode/mcp.json``, ...), and ``cwd`` is not the home
+    folder (whose files, ``~/.cursor/mcp.json`` say, are the user's own)."""
     path, cwd, home = path.absolute(), cwd.absolute(), home.absolute()
-    return path.is_relative_to(cwd) and not (cwd == home and path.parent == home)
+    return path.is_relative_to(cwd) and cwd != home
 
 
 def git_tree_of(path: Path) -> Path | None:
