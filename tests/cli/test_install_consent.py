@@ -169,3 +169,13 @@ def test_in_a_terminal_it_asks_and_moves_them_on_yes(tmp_path: Path) -> None:
     assert "move them behind the broker, which will start them? [y/N]" in done.stdout
     assert list(json.loads(host.read_text(encoding="utf-8"))["mcpServers"]) == ["context-broker"]
     assert not marker.exists()
+
+
+def test_a_path_inside_the_project_asks_too(tmp_path: Path) -> None:
+    _host, marker, command = _cloned_project(tmp_path)
+    args = ("install", "--client", "generic", "--path", ".mcp.json", "--config", "broker.toml")
+    refused = _broker(tmp_path, *args, "--import")
+    assert refused.returncode == 2 and f"helper: {shlex.join(command)}" in refused.stderr
+    assert not (tmp_path / "mcp-servers.json").exists()
+    assert _broker(tmp_path, *args, "--import", "--yes").returncode == 0
+    assert not marker.exists()
