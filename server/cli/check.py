@@ -224,8 +224,8 @@ def _trust_lines(server: str, trust: dict[str, Any] | None, config: str) -> list
     for held in trust["held"]:
         lines.append(f"  held back: {held['tool']}: {held['reason']}")
         where = f"--config {shlex.quote(config)}"
-        hint = approve_hint(server, held["tool"], held.get("sha256"), where)
-        lines.append(f"    approve: {_broker()}{hint.removeprefix('context-broker')}")
+        hint = approve_hint(server, held["tool"], held.get("sha256"), where, _broker())
+        lines.append(f"    approve: {hint}")
     for flagged in trust["flagged"]:
         lines.append(f"  flagged: {flagged['tool']}: {'; '.join(flagged['findings'])}")
     if trust["truncated"]:

@@ -37,6 +37,7 @@ from .install import (
     SERVERS_FILE,
     ImportResult,
     InstallError,
+    broker_command,
     import_servers,
     install,
     parse_env,
@@ -333,10 +334,12 @@ def _cmd_tools(args: argparse.Namespace) -> int:
     # The commands printed repeat the option given, so they can be run as they are.
     given = ("--pin-file", path) if args.pin_file is not None else ("--config", args.config)
     where = f"{given[0]} {shlex.quote(str(given[1]))}"
+    program = shlex.join(broker_command())  # as a shell runs it without the venv on PATH
     if args.tools_command == "approve":
-        print(escape_lines(approve_tools(path, args.target, args.hashes, where=where)))
+        shown = approve_tools(path, args.target, args.hashes, where=where, program=program)
     else:
-        print(escape_lines(tools_status(path, as_json=args.json, where=where)))
+        shown = tools_status(path, as_json=args.json, where=where, program=program)
+    print(escape_lines(shown))
     return 0
 
 
