@@ -94,3 +94,29 @@ def test_where_things_are_is_shown_and_secrets_are_masked(tmp_path: Path) -> Non
     said = done.stdout + done.stderr
     assert f"command '{home}/bin/notes-server' does not exist" in said, said
     assert "tok-very-secret" not in said and "command '***' is not on the PATH" in said, said
+
+
+def test_the_approve_commands_check_and_tools_print_run_as_printed(tmp_path: Path) -> None:
+    """A held tool: the approve line of ``check`` and of ``tools status``, run by a shell
+    without the venv on PATH, approves it."""
+    from tests.docs.test_commands import bare_path
+    from tests.hardening.test_poisoned_downstream import ADD, cli, write_config, write_tools
+
+    notes = {"name": "notes", "description": "Keep a note."}
+    config = write_config(tmp_path, "pin", write_tools(tmp_path, ADD, notes))
+    assert cli("check", "--config", str(config)).returncode == 0  # first listing: pinned
+    write_tools(tmp_path, ADD, {**notes, "description": "Keep a note. v2"})
+    checked = cli("check", "--config", str(config))
+    assert checked.returncode == 3, checked.stdout
+    status = cli("tools", "status", "--config", str(config)).stdout
+    [from_check] = [x for x in checked.stdout.splitlines() if x.startswith("    approve: ")]
+    [from_status] = [x for x in status.splitlines() if x.startswith("    approve: ")]
+    assert from_check == from_status and from_check.startswith(f"    approve: {BROKER} tools ")
+
+    env = {"PATH": bare_path(), "HOME": str(tmp_path), "LANG": "C.UTF-8"}
+    line = from_check.removeprefix("    approve: ")
+    approved = subprocess.run(
+        ["/bin/sh", "-c", line], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert approved.returncode == 0, approved.stderr
+    assert cli("check", "--config", str(config)).returncode == 0
