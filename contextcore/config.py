@@ -251,7 +251,11 @@ class BrokerConfig(ConfigModel):
 
 
 _SECRET_KEY = re.compile(r"(^|_)(token|api_?key|secret|password|passwd|credentials?)$", re.I)
-_SECRET_TABLES = frozenset({"servers", "env", "headers"})
+_SECRET_TABLES = frozenset({"env", "headers"})
+# The keys of a [servers.NAME] table whose values may hold a credential (a token in args, a
+# password in a URL); the others (include, timeout, trust, ...) are shown.
+_SERVER_SECRETS = frozenset({"command", "args", "url", "env", "headers", "oauth", "cwd"})
+_QUOTED = re.compile(r"'([^']*)'")
 _URL_PASSWORD = re.compile(r"(://[^/@:]*:)[^/@]*@")
 
 
@@ -317,7 +321,19 @@ def _secret(loc: tuple[Any, ...]) -> bool:
     parts = [str(p) for p in loc]
     if parts[:2] == ["persistence", "url"]:
         return True
+    if parts[:1] == ["servers"] and (len(parts) < 3 or parts[2] in _SERVER_SECRETS):
+        return True
     return bool(_SECRET_TABLES.intersection(parts)) or any(_SECRET_KEY.search(p) for p in parts)
+
+
+def _closest_choice(error: Mapping[str, Any]) -> str:
+    """``; did you mean 'always'?`` for a misspelt choice of a fixed set, else ""."""
+    value = error.get("input")
+    expected = (error.get("ctx") or {}).get("expected")
+    if error["type"] != "literal_error" or not isinstance(value, str) or not expected:
+        return ""
+    close = difflib.get_close_matches(value, _QUOTED.findall(str(expected)), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def _describe(error: Mapping[str, Any], schema: type[BaseModel]) -> str:
@@ -328,7 +344,7 @@ def _describe(error: Mapping[str, Any], schema: type[BaseModel]) -> str:
     if _secret(loc):
         return f"{where}: {error['msg']} (value not shown: it may be a secret)"
     shown = _URL_PASSWORD.sub(r"\1***@", repr(error.get("input")))
-    return f"{where}: {error['msg']} (got {shown})"
+    return f"{where}: {error['msg']} (got {shown}){_closest_choice(error)}"
 
 
 def _apply_env(data: dict[str, Any], environ: Mapping[str, str]) -> None:

@@ -561,7 +561,7 @@ def _commands(parser: Any, prefix: str) -> Iterator[tuple[str, Any]]:
 def cli_commands() -> list[tuple[str, Any]]:
     """(``context-broker SUBCOMMAND ...``, its parser) for the command and each subcommand
     (``tools status`` and ``tools list`` are one parser each)."""
-    from context_broker.server.cli.main import _parser
+    from context_broker.server.cli.commands import _parser
 
     # The parser writes the variable's value into the help of --config: render it unset.
     saved = os.environ.pop("CONTEXT_BROKER_CONFIG", None)

@@ -1,5 +1,5 @@
 """``python -m context_broker.server.cli``: the command line of the ``context-broker`` script."""
 
-from .main import main
+from . import main
 
 raise SystemExit(main())

@@ -16,6 +16,7 @@ import json
 import logging
 import math
 import os
+import shlex
 import time
 from collections.abc import Iterator
 from contextlib import AsyncExitStack, contextmanager
@@ -31,6 +32,7 @@ from ..gateway.oauth.store import TokenStore, open_tokens
 from ..gateway.servers_file import resolve_servers
 from ..gateway.trust.secrets import Redactor, expand_server
 from ..host.gateway_tools import RESERVED_NAMES
+from .install import broker_command
 
 __all__ = ["add_parser", "cmd_auth"]
 
@@ -64,7 +66,8 @@ def cmd_auth(args: argparse.Namespace) -> int:
     if args.auth_command == "status":
         rows = [_status_row(n, c, tokens) for n, c in sorted(servers.items())]
         rows = [row for row in rows if args.name in (None, row["name"])]
-        print(json.dumps({"servers": rows}) if args.json else _format_status(rows))
+        where = f"--config {shlex.quote(str(args.config))}"
+        print(json.dumps({"servers": rows}) if args.json else _format_status(rows, where))
         return 0
     name = args.name
     if name not in servers:
@@ -169,13 +172,16 @@ def _status_row(name: str, server: DownstreamConfig, tokens: TokenStore) -> dict
     }
 
 
-def _format_status(rows: list[dict[str, Any]]) -> str:
+def _format_status(rows: list[dict[str, Any]], where: str) -> str:
+    """One line per OAuth server; the sign-in command, with ``where`` (the config option), as
+    a shell runs it without the venv on ``PATH``."""
+    program = shlex.join(broker_command())
     if not rows:
         return "no downstream server uses OAuth ([servers.NAME.oauth])"
     lines = []
     for row in rows:
         if not row["signed_in"]:
-            state = f"not signed in (context-broker auth login {row['name']})"
+            state = f"not signed in ({program} auth login {shlex.quote(row['name'])} {where})"
         elif row["expires_in"] is None:
             state = "signed in"
         elif row["expires_in"] > 0:

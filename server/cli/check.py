@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,8 @@ from ..gateway.trust.gate import approve_hint
 from ..host.gateway_tools import RESERVED_NAMES
 from ..summarizers import require_sdk
 from ..terminal import escape, escape_lines
+from ._import_review import server_line
+from .install import broker_command
 
 __all__ = ["check_exit_code", "check_report", "format_check"]
 
@@ -57,8 +61,14 @@ def _model_report(parts: Any) -> dict[str, Any]:
     }
 
 
-def check_report(config_path: Path) -> dict[str, Any]:
-    """Validate the config, load its catalog and the model; never raises for bad input."""
+def check_report(
+    config_path: Path, announce: Callable[[str], None] | None = None
+) -> dict[str, Any]:
+    """Validate the config, load its catalog and the model; never raises for bad input.
+
+    Before any server starts, ``announce`` is given one line for each server that came from
+    the config's ``mcp_servers_file`` (copied from a host's file, not written in the config):
+    the command it is about to run."""
     try:
         config = load_config(config_path)
         require_sdk(config.history.summarizer)  # as serve refuses it at startup
@@ -69,6 +79,9 @@ def check_report(config_path: Path) -> dict[str, Any]:
 
     try:
         survey = survey_servers(config, reserved=RESERVED_NAMES)
+        if announce is not None:
+            for line in _imported_commands(survey):
+                announce(line)
         servers = gather_downstream(parts)
     except GatewayError as exc:
         return {"ok": False, "config": str(config_path), "error": str(exc)}
@@ -76,6 +89,7 @@ def check_report(config_path: Path) -> dict[str, Any]:
         cfg = survey.servers.get(server["name"])
         server["include"] = (cfg.include if cfg else None) or "always"
         server["origin"] = survey.origins.get(server["name"], "config")
+        _one_shot(server)
     persistence = config.persistence
     store_error, damaged = _store_problem(config)
     return {
@@ -93,6 +107,31 @@ def check_report(config_path: Path) -> dict[str, Any]:
             "damaged_records": damaged,
         },
     }
+
+
+def _imported_commands(survey: Any) -> list[str]:
+    """The commands check is about to run that the config does not write itself."""
+    lines = []
+    for name, cfg in survey.servers.items():
+        origin = survey.origins.get(name, "config")
+        if cfg.enabled and cfg.kind == "stdio" and origin.startswith("imported"):
+            entry = {"command": cfg.command, "args": list(cfg.args), "cwd": cfg.cwd}
+            lines.append(f"starting {server_line(name, entry)} ({origin})")
+    return lines
+
+
+def _one_shot(server: dict[str, Any]) -> None:
+    """A server as one look sees it: one that did not connect has ``failed`` (a running
+    broker would be trying again, which a check does not), its error without the class name
+    of the broker's own errors."""
+    if server["state"] == "reconnecting":
+        server["state"] = "failed"
+    error = server.get("lastError")
+    if isinstance(error, str) and error.startswith(_OWN_ERROR):
+        server["lastError"] = error.removeprefix(_OWN_ERROR)
+
+
+_OWN_ERROR = f"{GatewayError.__name__}: "
 
 
 def _store_problem(config: Any) -> tuple[str | None, int]:
@@ -133,43 +172,60 @@ def format_check(report: dict[str, Any]) -> str:
     lines.append(f"search: {model['search']}")
     for server in report["servers"]:
         state = f"{server['state']}, {server['toolCount']} tools"
-        error = f" (last error: {server['lastError']})" if server["lastError"] else ""
+        error = f" ({server['lastError']})" if server["lastError"] else ""
         lines.append(f"server {server['name']} [{server['transport']}]: {state}{error}")
         if "include" in server:
             lines.append(f"  include {server['include']} ({server['origin']})")
-        lines += _trust_lines(server["name"], server.get("trust"))
+        if server["state"] not in ("connected", "disabled"):
+            lines.append(_leave_out(server, report["config"]))
+        lines += _trust_lines(server["name"], server.get("trust"), str(report["config"]))
         lines += [f"  name clash: {escape(why)}" for why in server.get("nameClashes", [])]
     lines += [f"warning: {warning}" for warning in report.get("warnings", [])]
     p = report["persistence"]
     lines.append(f"persistence: {p['backend']}" + (f" at {p['path']}" if p["path"] else ""))
     if p.get("error"):
         lines.append(f"  error: {p['error']}")
+    config = shlex.quote(str(report["config"]))
     if p.get("damaged_records"):
         lines.append(
             f"  damaged records: {p['damaged_records']} (every read skips them; "
-            "`context-broker repair` shows and removes them)"
-        )
-    if code == SERVER_DOWN:
-        lines.append(
-            f"a downstream server is not connected (see its last error above): exit code "
-            f"{SERVER_DOWN}; fix it, or set enabled = false on it"
+            f"`{_broker()} repair --config {config}` shows and removes them)"
         )
     if code == NEEDS_REVIEW:
         lines.append(
             "downstream tools need review (held back or flagged above): exit code "
-            f"{NEEDS_REVIEW}; see `context-broker tools status`"
+            f"{NEEDS_REVIEW}; see `{_broker()} tools status --config {config}`"
         )
     return "\n".join(escape(line) for line in lines)
 
 
-def _trust_lines(server: str, trust: dict[str, Any] | None) -> list[str]:
-    """What the tool gate held back, flagged, clipped or dropped for one server."""
+def _broker() -> str:
+    """This installation's command, as a shell runs it without the venv on ``PATH``."""
+    return shlex.join(broker_command())
+
+
+def _leave_out(server: dict[str, Any], config: str) -> str:
+    """How to turn off a server that is not connected, said where it goes: an imported
+    server's settings go in a ``[servers.NAME]`` table of the config, beside its entry."""
+    table = f"[servers.{server['name']}]"
+    if str(server.get("origin", "config")).startswith("imported") and table not in str(
+        server.get("origin")
+    ):
+        return f"  or leave it out: add a {table} table with enabled = false to {config}"
+    return f"  or leave it out: set enabled = false in its {table} table of {config}"
+
+
+def _trust_lines(server: str, trust: dict[str, Any] | None, config: str) -> list[str]:
+    """What the tool gate held back, flagged, clipped or dropped for one server; the approve
+    command as it runs (this broker's path, the config checked)."""
     if not trust:
         return []
     lines = []
     for held in trust["held"]:
         lines.append(f"  held back: {held['tool']}: {held['reason']}")
-        lines.append(f"    approve: {approve_hint(server, held['tool'], held.get('sha256'))}")
+        where = f"--config {shlex.quote(config)}"
+        hint = approve_hint(server, held["tool"], held.get("sha256"), where, _broker())
+        lines.append(f"    approve: {hint}")
     for flagged in trust["flagged"]:
         lines.append(f"  flagged: {flagged['tool']}: {'; '.join(flagged['findings'])}")
     if trust["truncated"]:

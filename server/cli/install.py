@@ -41,12 +41,14 @@ from typing import Any, Literal
 import tomlkit
 from context_broker.server.gateway.errors import GatewayError
 from context_broker.server.gateway.servers_file import is_broker_command, parse_servers
-from context_broker.server.settings import load_config
+from context_broker.server.settings import AppConfig, load_config
 
 from . import _jsonc, _toml
+from ._import_review import git_tree_of, is_project_file, review_lines
 
 __all__ = [
     "CLIENTS",
+    "SCOPES",
     "SERVERS_FILE",
     "FileChange",
     "ImportResult",
@@ -58,6 +60,7 @@ __all__ = [
     "install",
     "parse_env",
     "server_entry",
+    "servers_place",
 ]
 
 Client = Literal[
@@ -70,7 +73,7 @@ Client = Literal[
     "codex",
     "generic",
 ]
-Scope = Literal["project", "user"]
+Scope = Literal["project", "user", "local"]
 Format = Literal["json", "jsonc", "toml"]
 Action = Literal["added", "replaced", "unchanged"]
 
@@ -97,13 +100,24 @@ _HOSTS: dict[Client, _Host] = {
     "claude-desktop": _Host("Claude Desktop", "mcpServers", False, "json", "user"),
     "cursor": _Host("Cursor", "mcpServers", False, "json", "user"),
     "vscode": _Host("VS Code", "servers", True, "jsonc", "project"),
-    "claude-code": _Host("Claude Code", "mcpServers", True, "json", "project"),
+    "claude-code": _Host("Claude Code", "mcpServers", True, "json", "local"),
     "gemini-cli": _Host("Gemini CLI", "mcpServers", False, "jsonc", "user"),
     "windsurf": _Host("Windsurf", "mcpServers", False, "json", "user"),
     "codex": _Host("Codex", "mcp_servers", False, "toml", "user"),
     "generic": _Host("the host that reads it", "mcpServers", False, "json", None),
 }
 CLIENTS: tuple[Client, ...] = tuple(_HOSTS)
+SCOPES: dict[Client, tuple[Scope, ...]] = {
+    "claude-desktop": ("user",),
+    "cursor": ("user", "project"),
+    "vscode": ("project", "user"),
+    "claude-code": ("local", "project", "user"),
+    "gemini-cli": ("user", "project"),
+    "windsurf": ("user",),
+    "codex": ("user", "project"),
+    "generic": (),
+}
+"""Every scope each host keeps servers in, its default first."""
 
 
 class InstallError(Exception):
@@ -123,17 +137,25 @@ class InstallResult:
     backup: Path | None
     dry_run: bool
     comments_kept: bool = True  # False: the file's comments are not all in what is written
+    place: tuple[str, ...] = ()  # the keys down to the servers object, when it is nested
+
+    @property
+    def where(self) -> str:
+        """The host file, and the object in it when that is not at its top."""
+        if len(self.place) < 2:
+            return str(self.path)
+        return f"{self.path} ({_label(self.place)})"
 
     def describe(self) -> str:
         """One paragraph for a person: what changed where, and what to do next."""
         if self.dry_run:
             lost = "" if self.comments_kept else "; some of its comments would not be kept"
             return (
-                f"would write {self.name!r} to {self.path} ({self.action}){lost}; "
+                f"would write {self.name!r} to {self.where} ({self.action}){lost}; "
                 "nothing was written"
             )
         if self.action == "unchanged":
-            return f"{self.name!r} in {self.path} is already up to date; nothing was written"
+            return f"{self.name!r} in {self.where} is already up to date; nothing was written"
         backup = f"; the previous file is kept as {self.backup}" if self.backup else ""
         if not self.comments_kept:
             backup = (
@@ -141,7 +163,7 @@ class InstallResult:
                 f"them, is kept as {self.backup}"
             )
         host = _HOSTS[self.client].label
-        return f"{self.action} {self.name!r} in {self.path}{backup}; restart {host} to load it"
+        return f"{self.action} {self.name!r} in {self.where}{backup}; restart {host} to load it"
 
     def snippet(self) -> str:
         """The entry as it stands in the host's file (what ``--dry-run`` prints)."""
@@ -171,9 +193,10 @@ def default_path(
     cwd: Path | None = None,
 ) -> Path:
     """The host's config file for ``scope`` (default: user for Claude Desktop, Cursor, Gemini
-    CLI, Windsurf and Codex, project for VS Code and Claude Code; project files are under
-    ``cwd``). Codex's user file is under ``$CODEX_HOME`` when that is set. The generic target
-    has none: it writes only the file given with ``--path``."""
+    CLI, Windsurf and Codex, project for VS Code, local for Claude Code; project files are
+    under ``cwd``). Claude Code's local scope is ``~/.claude.json`` (the servers of ``cwd``
+    in it, see :func:`servers_place`). Codex's user file is under ``$CODEX_HOME`` when that
+    is set. The generic target has none: it writes only the file given with ``--path``."""
     home = home or Path.home()
     cwd = cwd or Path.cwd()
     env = os.environ if env is None else env
@@ -183,9 +206,13 @@ def default_path(
             "--client generic writes a standard mcp.json file of your choice; pass --path FILE "
             "(an existing file is merged)"
         )
-    if client in ("claude-desktop", "windsurf") and scope == "project":
+    if scope not in SCOPES[client]:
         label = _HOSTS[client].label
-        raise InstallError(f"{label} has no project config; leave out --scope project")
+        kept = " or ".join(f"--scope {s}" for s in SCOPES[client])
+        raise InstallError(
+            f"{label} has no {scope} scope; use {kept} (or leave --scope out for "
+            f"{SCOPES[client][0]})"
+        )
     if client == "claude-desktop":
         return _user_config_dir(platform, home, env) / "Claude" / "claude_desktop_config.json"
     if client == "windsurf":
@@ -203,6 +230,24 @@ def default_path(
     if client == "gemini-cli":
         return (home if scope == "user" else cwd) / ".gemini" / "settings.json"
     return cwd / ".mcp.json" if scope == "project" else home / ".claude.json"
+
+
+def servers_place(client: Client, scope: Scope | None, cwd: Path | None = None) -> tuple[str, ...]:
+    """The keys, from the top of the host's file, down to its servers object: Claude Code's
+    local scope keeps them under ``projects["<folder>"]`` of ``~/.claude.json``, where
+    ``claude mcp add`` writes them by default."""
+    host = _HOSTS[client]
+    if client == "claude-code" and (scope or host.scope) == "local":
+        return ("projects", os.fspath(cwd or Path.cwd()), host.servers_key)
+    return (host.servers_key,)
+
+
+def _label(place: tuple[str, ...]) -> str:
+    """``projects["/folder"].mcpServers``: where the servers are, as a person reads it."""
+    return "".join(
+        (f"[{json.dumps(key)}]" if i and i < len(place) - 1 else ("." if i else "") + key)
+        for i, key in enumerate(place)
+    )
 
 
 def broker_command() -> list[str]:
@@ -348,24 +393,42 @@ def _read_host_file(path: Path, host: _Host) -> _HostFile:
     return read
 
 
-def _servers_of(current: _HostFile, path: Path, key: str, syntax: str = "JSON") -> dict[str, Any]:
-    servers = current.data.get(key, {})
-    if not isinstance(servers, dict):
-        raise InstallError(
-            f"{str(path)!r}: {key!r} is a {syntax} {type(servers).__name__}, not an object of "
-            "servers; fix it or move the file away; nothing was written"
-        )
+def _servers_of(
+    current: _HostFile, path: Path, place: tuple[str, ...], syntax: str = "JSON"
+) -> dict[str, Any]:
+    servers: Any = current.data
+    for depth, key in enumerate(place, 1):
+        servers = servers.get(key, {})
+        if not isinstance(servers, dict):
+            raise InstallError(
+                f"{str(path)!r}: {_label(place[:depth])!r} is a {syntax} "
+                f"{type(servers).__name__}, not an object of servers; fix it or move the file "
+                "away; nothing was written"
+            )
     return servers
 
 
+def _nested(data: dict[str, Any], place: tuple[str, ...], value: Any) -> dict[str, Any]:
+    """``data`` with ``value`` at ``place`` (objects on the way kept, or created)."""
+    head, *rest = place
+    below = data.get(head)
+    inner = _nested(below if isinstance(below, dict) else {}, tuple(rest), value) if rest else value
+    return {**data, head: inner}
+
+
 def _new_text(
-    path: Path, current: _HostFile, host: _Host, name: str, servers: dict[str, Any]
+    path: Path,
+    current: _HostFile,
+    host: _Host,
+    name: str,
+    servers: dict[str, Any],
+    place: tuple[str, ...],
 ) -> tuple[str, bool]:
-    """The file with ``servers`` as its servers object, and whether it keeps every comment
-    the file had. Only what changes is edited: a JSONC file in place (when that fails, it
-    becomes plain JSON), a TOML file table by table."""
+    """The file with ``servers`` as its servers object (at ``place``), and whether it keeps
+    every comment the file had. Only what changes is edited: a JSONC file in place (when that
+    fails, it becomes plain JSON), a TOML file table by table."""
     key = host.servers_key
-    merged = {**current.data, key: servers}
+    merged = _nested(current.data, place, servers)
     if host.format == "toml":
         toml = _toml_text(path, current.text or "", key, servers, merged)
         return toml, _comment_lines(toml) >= _comment_lines(current.text or "")
@@ -444,26 +507,39 @@ def _write_atomically(path: Path, text: str) -> None:
         raise
 
 
-def _write(changes: Iterable[FileChange]) -> dict[Path, Path]:
-    """Write each change in order, an existing file backed up first; the backups by file."""
+def _write(changes: Iterable[FileChange], private: Iterable[Path] = ()) -> dict[Path, Path]:
+    """Write each change in order, an existing file backed up first; the backups by file.
+    The ``private`` files (they hold secrets) and their backups are readable by their owner
+    only, whatever mode they had."""
     backups: dict[Path, Path] = {}
+    private = set(private)
     for change in changes:
         if change.before is not None:
             backups[change.path] = _backup_path(change.path)
             shutil.copy2(change.path, backups[change.path])
+            if change.path in private:
+                backups[change.path].chmod(0o600)
         _write_atomically(change.path, change.after)
+        if change.path in private:
+            change.path.chmod(0o600)
     return backups
 
 
-def _target(client: Client, path: Path | None, scope: Scope | None) -> tuple[_Host, Path]:
+def _target(
+    client: Client, path: Path | None, scope: Scope | None
+) -> tuple[_Host, Path, tuple[str, ...]]:
     if client not in CLIENTS:
         raise InstallError(f"unknown client {client!r}; choose one of {', '.join(CLIENTS)}")
-    return _HOSTS[client], (path or default_path(client, scope)).expanduser().absolute()
+    target = (path or default_path(client, scope)).expanduser().absolute()
+    # A file named with --path has its servers at the top, unless --scope local says not.
+    place = servers_place(client, scope) if path is None or scope == "local" else None
+    return _HOSTS[client], target, place or (_HOSTS[client].servers_key,)
 
 
 def _plan(
     client: Client,
     target: Path,
+    place: tuple[str, ...],
     current: _HostFile,
     name: str,
     entry: dict[str, Any],
@@ -473,15 +549,17 @@ def _plan(
 ) -> tuple[InstallResult, FileChange | None]:
     """The broker's entry merged into the host file (``only``: as its one server)."""
     host = _HOSTS[client]
-    servers = _servers_of(current, target, host.servers_key, host.syntax)
+    servers = _servers_of(current, target, place, host.syntax)
     wanted = {name: entry} if only else {**servers, name: entry}
     action: Action = (
         "added" if name not in servers else "unchanged" if servers[name] == entry else "replaced"
     )
-    result = InstallResult(client, target, host.servers_key, name, entry, action, None, dry_run)
+    result = InstallResult(
+        client, target, host.servers_key, name, entry, action, None, dry_run, place=place
+    )
     if wanted == servers:
         return result, None
-    text, comments_kept = _new_text(target, current, host, name, wanted)
+    text, comments_kept = _new_text(target, current, host, name, wanted, place)
     return replace(result, comments_kept=comments_kept), FileChange(target, current.text, text)
 
 
@@ -498,10 +576,10 @@ def install(
 ) -> InstallResult:
     """Merge the broker's entry into the host's config file (``path`` overrides where it is);
     ``env`` goes into the entry as the variables the host starts the broker with."""
-    host, target = _target(client, path, scope)
+    host, target, place = _target(client, path, scope)
     entry = server_entry(client, config, command, env)
     current = _read_host_file(target, host)
-    result, change = _plan(client, target, current, name, entry, only=False, dry_run=dry_run)
+    result, change = _plan(client, target, place, current, name, entry, only=False, dry_run=dry_run)
     if change is None or dry_run:
         return result
     return replace(result, backup=_write([change]).get(target))
@@ -517,6 +595,32 @@ class ImportResult:
     servers_file: Path
     changes: tuple[FileChange, ...]  # in the order written: servers file, config, host file
     backups: Mapping[Path, Path]
+    entries: Mapping[str, Any]  # the moved servers' entries, as the servers file holds them
+    project: bool = False  # the host file belongs to a project: a person must agree first
+    pins: Path | None = None  # the pin file checking them will create (None: it exists)
+    git_tree: Path | None = None  # the git working tree the servers file is in, unignored
+    looked: str = ""  # with nothing moved: each file of the host looked at, and what it lists
+
+    def review(self) -> str:
+        """The servers that would move, each with the full command the broker would run."""
+        where = "a project's file" if self.project else "the host's file"
+        count = f"{len(self.moved)} server{'' if len(self.moved) == 1 else 's'}"
+        return "\n".join(
+            [
+                f"{self.host.where} ({where}) lists {count} the broker would start:",
+                *review_lines(self.entries),
+            ]
+        )
+
+    def warnings(self) -> list[str]:
+        """What a person should know about where the servers' secrets land."""
+        if self.git_tree is None or not self.moved:
+            return []
+        return [
+            f"warning: {self.servers_file} holds the moved servers' env and headers and is in "
+            f"the git working tree {self.git_tree}, not ignored there: add {SERVERS_FILE} to "
+            "its .gitignore, or keep the broker config outside the repository"
+        ]
 
     def diff(self) -> str:
         """Every file's change, as unified diffs (what ``--dry-run`` prints)."""
@@ -525,17 +629,16 @@ class ImportResult:
     def describe(self) -> str:
         """Lines for a person: what moved where, what to run next, and how to undo it."""
         if not self.moved:
-            return (
-                f"nothing to import: {self.host.path} lists no servers besides the broker; "
-                + self.host.describe()
-            )
+            return f"{self.looked}; {self.host.describe()}"
         verb = "would move" if self.host.dry_run else "moved"
         count = f"{len(self.moved)} server{'' if len(self.moved) == 1 else 's'}"
         lines = [
-            f"{verb} {count} from {self.host.path} to {self.servers_file}: "
-            f"{', '.join(self.moved)}; the broker starts them, each chosen per request "
-            '(include "agent"); the broker\'s own entry is not copied',
+            f"{verb} {count} from {self.host.where} to {self.servers_file}; the broker starts "
+            'them, each chosen per request (include "agent"); the broker\'s own entry is not '
+            "copied:",
+            *review_lines(self.entries),
             *(self._line(change) for change in self.changes),
+            *self.warnings(),
         ]
         if self.host.dry_run:
             return "\n".join([*lines, "nothing was written; the changes are shown above"])
@@ -546,11 +649,13 @@ class ImportResult:
             else f"rm {shlex.quote(str(c.path))}"
             for c in reversed(self.changes)
         ]
-        config = shlex.quote(str(self.config))
+        if self.pins is not None:
+            undo.append(f"rm -f {shlex.quote(str(self.pins))}")
+        check = shlex.join([*broker_command(), "check", "--config", str(self.config)])
         return "\n".join(
             [
                 *lines,
-                f"next: context-broker check --config {config}, then restart {host}",
+                f"next: {check} (it starts the servers above), then restart {host}",
                 f"to undo: {'; '.join(undo)}",
             ]
         )
@@ -633,7 +738,7 @@ def _servers_change(
     current = _read_host_file(copy, _HOSTS["generic"])
     own = "mcpServers" if host.format == "toml" else host.servers_key  # JSON, as the broker reads
     key = next((k for k in ("mcpServers", "servers") if k in current.data), own)
-    servers = {**_servers_of(current, copy, key), **moved}
+    servers = {**_servers_of(current, copy, (key,)), **moved}
     after = json.dumps({**current.data, key: servers}, indent=2, ensure_ascii=False) + "\n"
     return None if after == current.text else FileChange(copy, current.text, after)
 
@@ -679,28 +784,116 @@ def import_servers(
     dry_run: bool = False,
     command: list[str] | None = None,
     env: Mapping[str, str] | None = None,
+    approved: Mapping[str, Any] | None = None,
 ) -> ImportResult:
     """Move the host's servers behind the broker: into the servers file beside ``config``
     (created, or merged), which ``config`` (created when missing) reads as its
     ``mcp_servers_file``; the host's file then lists only the broker. Every file is backed
-    up before it changes; the host's file is written last."""
-    host, target = _target(client, path, scope)
+    up before it changes; the host's file is written last; the servers file is private to
+    its owner (it holds the servers' env and headers).
+
+    ``approved``: the entries a person agreed to (from a dry run's ``entries``); when the
+    host's file lists others by now, nothing is written. With nothing to move and no broker
+    config, the error says which files of the host were looked at and what each lists."""
+    host, target, place = _target(client, path, scope)
     config = config.expanduser().absolute()
     current = _read_host_file(target, host)
-    servers = _servers_of(current, target, host.servers_key, host.syntax)
-    moved = _movable(client, target, servers, name)
+    moved = _movable(client, target, _servers_of(current, target, place, host.syntax), name)
+    _same_as_shown(target, moved, approved)
+    if not moved and not config.is_file():
+        raise InstallError(
+            f"{_nothing_found(client, target, place, scope, name)}; nothing was written (the "
+            f"broker config {str(config)!r} is created only when servers move into it)"
+        )
     if config.is_file() or not moved:
         entry = server_entry(client, config, command, env)
     else:  # the config is written below, with only the servers file in it
         entry = _entry(client, config, command, env)
     changes: list[FileChange] = []
+    copy = config.parent / SERVERS_FILE
     if moved:
         copied = _servers_change(config, host, target, moved)
         changes = [c for c in (copied, _config_change(config, target)) if c is not None]
-    result, host_change = _plan(client, target, current, name, entry, only=True, dry_run=dry_run)
+    result, host_change = _plan(
+        client, target, place, current, name, entry, only=True, dry_run=dry_run
+    )
     if host_change is not None:
         changes.append(host_change)
-    backups = {} if dry_run else _write(changes)
-    result = replace(result, backup=backups.get(target))
-    copy = config.parent / SERVERS_FILE
-    return ImportResult(result, tuple(moved), config, copy, tuple(changes), backups)
+    pins = _new_pin_file(config)
+    backups = {} if dry_run else _write(changes, private=[copy])
+    return ImportResult(
+        replace(result, backup=backups.get(target)),
+        tuple(moved),
+        config,
+        copy,
+        tuple(changes),
+        backups,
+        entries=moved,
+        project=_of_a_project(host, scope, path, target),
+        pins=pins,
+        git_tree=git_tree_of(copy) if moved else None,
+        looked="" if moved else _nothing_found(client, target, place, scope, name),
+    )
+
+
+def _same_as_shown(target: Path, moved: Mapping[str, Any], shown: Mapping[str, Any] | None) -> None:
+    """Refuse to move other servers than the ones a person agreed to."""
+    if shown is not None and moved != shown:
+        raise InstallError(
+            f"{str(target)!r} changed since its servers were shown; run install --import "
+            "again to see them; nothing was written"
+        )
+
+
+def _of_a_project(host: _Host, scope: Scope | None, path: Path | None, target: Path) -> bool:
+    """Whether the host file belongs to the project in the current folder (a cloned
+    repository's, say), whose servers the host would ask about before starting them."""
+    if path is not None:
+        return is_project_file(target, Path.cwd(), Path.home())
+    return (scope or host.scope) == "project"
+
+
+def _new_pin_file(config: Path) -> Path | None:
+    """The pin file the broker of ``config`` will create on its first start (None: there is
+    one already, which may hold other servers' pins)."""
+    loaded = load_config(config) if config.is_file() else AppConfig(base_dir=config.parent)
+    pins = loaded.resolve(loaded.gateway.pin_file)
+    return None if pins.exists() else pins
+
+
+def _found(client: Client, path: Path, place: tuple[str, ...], name: str) -> str:
+    """What one host file holds, for a person: missing, unreadable, or its servers."""
+    if not path.exists():
+        return f"{path} does not exist"
+    try:
+        servers = _servers_of(_read_host_file(path, _HOSTS[client]), path, place)
+    except InstallError as exc:
+        return f"{path} cannot be read ({exc})"
+    where = f"{path} ({_label(place)})" if len(place) > 1 else str(path)
+    others = [n for n in servers if n != name]
+    if not others:
+        return f"{where} lists no servers" + (" besides the broker" if name in servers else "")
+    count = f"{len(others)} server{'' if len(others) == 1 else 's'}"
+    return f"{where} lists {count}: {', '.join(others)}"
+
+
+def _nothing_found(
+    client: Client,
+    target: Path,
+    place: tuple[str, ...],
+    scope: Scope | None,
+    name: str,
+) -> str:
+    """Why ``--import`` has nothing to move: each file of the host looked at, and what each
+    lists; with the option that reads another one that lists servers."""
+    used = scope or _HOSTS[client].scope
+    looked = [f"{_found(client, target, place, name)} (the file read)"]
+    for other in SCOPES[client]:
+        if other == used:
+            continue
+        path, where = default_path(client, other), servers_place(client, other)
+        found = _found(client, path, where, name)
+        listed = " lists " in found and "lists no servers" not in found
+        hint = f"; pass --scope {other} to import them" if listed else ""
+        looked.append(f"{found} ({other} scope{hint})")
+    return f"nothing to import: {'; '.join(looked)}"

@@ -191,8 +191,27 @@ def _parse(data: Any, source: str) -> tuple[dict[str, DownstreamConfig], list[st
 
 
 def load_servers_file(path: Path) -> dict[str, DownstreamConfig]:
-    """Read a servers file; relative ``cwd`` values resolve against its folder."""
+    """Read a servers file; relative ``cwd`` values resolve against its folder, and so do
+    relative command paths of entries without ``cwd``."""
     return _load(path)[0]
+
+
+def _relative_path(command: str | None) -> bool:
+    """Whether a command is a relative path (``bin/server``; a bare name is looked up on
+    ``PATH``, and ``~`` or ``${env:...}`` are expanded later)."""
+    if not command or command.startswith(("~", "$")) or Path(command).is_absolute():
+        return False
+    return os.sep in command or bool(os.altsep and os.altsep in command)
+
+
+def _command_from(cfg: DownstreamConfig, folder: Path) -> DownstreamConfig:
+    """``cfg`` with a relative command path read from ``folder``, the folder of the file that
+    lists it, when it has no ``cwd`` (which a relative command is read from): a host starts
+    the broker in a folder of its own choosing. Symbolic links are kept (a virtual
+    environment's ``python`` must stay the link)."""
+    if cfg.cwd is not None or not _relative_path(cfg.command):
+        return cfg
+    return cfg.model_copy(update={"command": os.path.normpath(folder / str(cfg.command))})
 
 
 def _load(path: Path) -> tuple[dict[str, DownstreamConfig], list[str]]:
@@ -211,9 +230,11 @@ def _load(path: Path) -> tuple[dict[str, DownstreamConfig], list[str]]:
                 f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
             ) from None
     servers, warnings = _parse(data, str(path))
+    folder = path.absolute().parent
     for name, cfg in servers.items():
         if cfg.cwd is not None and not cfg.cwd.is_absolute():
-            servers[name] = cfg.model_copy(update={"cwd": (path.parent / cfg.cwd).resolve()})
+            cfg = cfg.model_copy(update={"cwd": (path.parent / cfg.cwd).resolve()})
+        servers[name] = _command_from(cfg, folder)
     return servers, warnings
 
 
@@ -306,8 +327,8 @@ def resolve_servers(
     """Every downstream server of a config: the servers file first, then the ``[servers.*]``
     tables (one with ``command`` or ``url`` replaces the entry of its name, one without adds
     its settings to it); relative ``cwd`` values of config tables resolve against the config
-    folder. Imported servers are ``include = "agent"`` unless their entry or table says
-    otherwise.
+    folder, and so do relative command paths of servers without ``cwd``. Imported servers
+    are ``include = "agent"`` unless their entry or table says otherwise.
 
     Entries that would start a broker where that is not allowed come back disabled, each with
     a warning (see the module docstring), as do keys of an entry the broker does not read;
@@ -339,6 +360,7 @@ def survey_servers(
     for name, cfg in config.servers.items():
         if cfg.cwd is not None and not cfg.cwd.is_absolute():
             cfg = cfg.model_copy(update={"cwd": config.resolve(cfg.cwd)})
+        cfg = _command_from(cfg, config.base_dir)
         if cfg.has_target:
             merged[name] = cfg
             origins[name] = "config" + (

@@ -5,8 +5,8 @@ thread hand-offs per message; on a busy two-core host that is most of a proxied 
 overhead. Here stdin and stdout are non-blocking pipes driven by the event loop, and the
 SDK's ``stdio_server`` gets them as its explicit streams. fd 0 and fd 1 are diverted while
 serving (to the null device and to stderr), so stray output from handlers or child processes
-never reaches the protocol stream. When stdin or stdout is not a pipe (a regular file), the
-SDK's own transport is used unchanged.
+never reaches the protocol stream. When stdin or stdout is not a pipe (a regular file, the
+null device), the SDK's own transport is used unchanged.
 
 Lines are read here, not by the SDK: each becomes a message through
 ``.jsonrpc_lines.read_message``, and a line that is none is answered here with a JSON-RPC
@@ -87,8 +87,10 @@ class _Writer:
 
 
 def _is_pipe_like(fd: int) -> bool:
+    """Whether the event loop can watch ``fd``: a pipe, a socket or a terminal (not the null
+    device, a character device that epoll refuses)."""
     mode = os.fstat(fd).st_mode
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd))
 
 
 @asynccontextmanager

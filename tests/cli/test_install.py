@@ -85,7 +85,7 @@ async def test_each_host_gets_its_own_format_with_absolute_paths(
     ("client", "where"),
     [
         ("vscode", ".vscode/mcp.json"),
-        ("claude-code", ".mcp.json"),
+        ("claude-code", "home/.claude.json"),
         ("cursor", "home/.cursor/mcp.json"),
         ("gemini-cli", "home/.gemini/settings.json"),
         ("windsurf", "home/.codeium/windsurf/mcp_config.json"),
@@ -255,7 +255,9 @@ async def test_a_symlinked_host_file_is_refused_and_nothing_is_written(tmp_path:
     other.write_text(secret, encoding="utf-8")
     (tmp_path / ".mcp.json").symlink_to(other)
 
-    code, out, err = await _install(tmp_path, "--client", "claude-code", "--config", "broker.toml")
+    code, out, err = await _install(
+        tmp_path, "--client", "claude-code", "--config", "broker.toml", "--scope", "project"
+    )
 
     assert code == 2 and out == ""
     assert "is a symbolic link" in err and "nothing was written" in err
@@ -323,7 +325,8 @@ def test_user_scope_files_of_the_editors() -> None:
         default_path("vscode", "user", platform="linux", home=home, env={}, cwd=cwd)
         == home / ".config" / "Code" / "User" / "mcp.json"
     )
-    assert default_path("claude-code", home=home, cwd=cwd) == cwd / ".mcp.json"
+    assert default_path("claude-code", home=home, cwd=cwd) == home / ".claude.json"  # local
+    assert default_path("claude-code", "project", home=home, cwd=cwd) == cwd / ".mcp.json"
     assert default_path("claude-code", "user", home=home, cwd=cwd) == home / ".claude.json"
     assert default_path("gemini-cli", home=home, cwd=cwd) == home / ".gemini" / "settings.json"
     assert (
@@ -342,7 +345,7 @@ def test_codex_home_moves_codexs_user_file() -> None:
 
 
 def test_windsurf_has_no_project_file() -> None:
-    with pytest.raises(InstallError, match="Windsurf has no project config"):
+    with pytest.raises(InstallError, match="Windsurf has no project scope; use --scope user"):
         default_path("windsurf", "project", home=Path("/h"), cwd=Path("/work"))
 
 

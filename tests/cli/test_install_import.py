@@ -79,7 +79,8 @@ async def test_a_hosts_servers_move_behind_the_broker_and_check_starts_them(
     assert _json(host) == {"mcpServers": {"context-broker": _own_entry(tmp_path)}, "theme": "dark"}
     assert _backup(host).read_text(encoding="utf-8") == before
     assert _backup(tmp_path / "broker.toml").read_text(encoding="utf-8") == CONFIG
-    assert f"moved 2 servers from {host} to {copy}: time, notes" in out
+    assert f"moved 2 servers from {host} to {copy}; " in out
+    assert f"\n  time: {TIME['command']}\n  notes: {sys.executable} " in out
     assert f"to undo: mv {_backup(host)} {host}; " in out and f"rm {copy}" in out
 
     code, out, err = await _broker(tmp_path, "check", "--config", "broker.toml")

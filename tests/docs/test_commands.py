@@ -1,6 +1,7 @@
 """Every command the documentation shows: each ``context-broker`` command line parses with the
-command's own argument parser, the ones that change nothing are run and exit 0, and every
-repository path a command names exists."""
+command's own argument parser, the ones that change nothing are run as written and exit 0,
+every program a line starts is found from a shell where the virtual environment is not
+active (its ``bin`` not on ``PATH``), and every repository path a command names exists."""
 
 from __future__ import annotations
 
@@ -8,13 +9,14 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from context_broker.server.cli.main import CONFIG_ENV, _parser
+from context_broker.server.cli.commands import CONFIG_ENV, _parser
 
 from ._blocks import BROKER, ROOT, Command, commands
 
@@ -97,10 +99,54 @@ def _small_config(folder: Path) -> Path:
     return config
 
 
+def bare_path() -> str:
+    """``PATH`` in a shell where the setup's virtual environment is not active."""
+    venv = Path(sys.executable).parent.resolve()
+    entries = os.environ.get("PATH", os.defpath).split(os.pathsep)
+    return os.pathsep.join(p for p in entries if p and Path(p).resolve() != venv)
+
+
+def _program_problem(program: str, defined: set[str]) -> str | None:
+    """Why a line's program would not start from the repository's root without the venv."""
+    if program.startswith("$"):
+        name = program.strip("${}")
+        return None if name in defined else f"${name} is not set by an earlier line"
+    if "/" in program:
+        path = ROOT / program
+        return None if os.access(path, os.X_OK) else f"{program} is not an executable file"
+    if shutil.which(program, path=bare_path()) is None:
+        return f"{program!r} is not on PATH without the virtual environment"
+    return None
+
+
+def test_every_program_a_line_starts_is_found_without_the_venv_on_path() -> None:
+    problems = []
+    defined: dict[str, set[str]] = {}
+    for command in commands():
+        if command.tokens is None:
+            continue
+        names = defined.setdefault(command.block.where, set())
+        if not command.tokens:  # NAME=VALUE alone: a variable for the lines after it
+            names.update(command.env)
+            continue
+        problem = _program_problem(command.tokens[0], names)
+        if problem is not None:
+            problems.append(f"{_where(command)}: {problem}")
+    assert problems == []
+
+
+def test_a_bare_broker_command_is_caught() -> None:
+    assert _program_problem(BROKER, set()) is not None
+    assert _program_problem(".venv/bin/context-broker", set()) is None
+    assert _program_problem("$NODE", set()) is not None
+
+
 def _runnable(command: Command, config: Path) -> tuple[list[str], dict[str, str]]:
-    """The command line to run from the repository's root: a config the repository does not
-    have (the reader's ``broker.toml``) is replaced by ``config``."""
-    args = list(command.broker_args or [])
+    """The command line to run from the repository's root, the program as written: a config
+    the repository does not have (the reader's ``broker.toml``) is replaced by ``config``."""
+    assert command.tokens is not None
+    program = command.tokens[0] if Path(command.tokens[0]).name == BROKER else str(EXECUTABLE)
+    args = [program, *(command.broker_args or [])]
     if "--config" in args:
         i = args.index("--config") + 1
         if not (ROOT / args[i]).exists():
@@ -113,8 +159,10 @@ def _run(args: list[str], env: dict[str, str], home: Path) -> subprocess.Complet
     environ = {k: v for k, v in os.environ.items() if not k.startswith("CONTEXT_BROKER_")}
     # An install that only prints still reads the host's file: give it an empty home.
     environ |= {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), **env}
+    environ |= {"PATH": bare_path()}  # as a shell without the venv active has it
+    environ.pop("VIRTUAL_ENV", None)
     return subprocess.run(
-        [str(EXECUTABLE), *args],
+        args,
         cwd=ROOT,
         env=environ,
         capture_output=True,
@@ -134,7 +182,7 @@ def test_the_commands_that_change_nothing_run_and_succeed(tmp_path: Path) -> Non
             )
         }
     )
-    assert any(args[:1] == ("check",) for args, _ in runs)
+    assert any(args[1:2] == ("check",) for args, _ in runs)
     with ThreadPoolExecutor(max_workers=4) as pool:
         done = list(pool.map(lambda run: _run(list(run[0]), dict(run[1]), tmp_path), runs))
     failed = [

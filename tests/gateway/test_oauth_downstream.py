@@ -95,6 +95,7 @@ async def test_auth_login_status_and_logout_from_a_terminal(
     config = str(write_config(tmp_path, f"{oauth_downstream}/mcp", {"scopes": ["notes:read"]}))
     code, out, _ = await _cli("auth", "status", "--config", config)
     assert code == 0 and "remote: authorization_code: not signed in" in out
+    assert f"({BROKER} auth login remote --config {config})" in out  # runs as printed
     code, out, _ = await _cli("check", "--config", config, "--json")  # no browser, a hint
     (server,) = json.loads(out)["servers"]
     assert code == 2 and "run `context-broker auth login remote`" in server["lastError"]

@@ -105,7 +105,7 @@ async def test_log_level_works_after_the_subcommand(tmp_path: Path) -> None:
     body = f'[servers.inner]\ncommand = "{BROKER}"\nargs = ["serve"]\n'
     config = str(_config(tmp_path, body))
     env = {**server_env(), "CONTEXT_BROKER_DEPTH": "1"}
-    _, _, loud = await _run("check", "--config", config, env=env)
+    _, _, loud = await _run("--log-level", "WARNING", "check", "--config", config, env=env)
     code, _, quiet = await _run("check", "--config", config, "--log-level", "ERROR", env=env)
     assert "WARNING" in loud
     assert code == 0 and "WARNING" not in quiet

@@ -31,7 +31,7 @@ ENV = {"TEST_LLM_KEY": KEY}
 # The real command with one module's import blocked, as if its SDK were not installed.
 WITHOUT_MODULE = (
     "import sys; sys.modules[sys.argv[1]] = None; "
-    "from context_broker.server.cli.main import main; raise SystemExit(main(sys.argv[2:]))"
+    "from context_broker.server.cli.commands import main; raise SystemExit(main(sys.argv[2:]))"
 )
 
 

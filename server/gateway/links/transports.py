@@ -112,10 +112,11 @@ def command_problem(config: DownstreamConfig) -> str | None:
         path = Path(command).expanduser()
         path = path if path.is_absolute() else where / path
         if not path.is_file():
+            shown = "" if str(path) == command else f" ({str(path)!r})"
             return (
-                f"command {command!r} does not exist ({str(path)!r}); give the right path "
-                "in the server's `command` (a relative one is read from its `cwd`, else the "
-                "folder the broker was started in)"
+                f"command {command!r} does not exist{shown}; give the right path in the "
+                "server's `command` (a relative one is read from its `cwd`, else from the "
+                "folder of the file that lists the server)"
             )
         if not os.access(path, os.X_OK):
             return f"command {command!r} is not executable ({str(path)!r}); chmod +x it"

@@ -51,10 +51,17 @@ def pin_file_of(config: Path | None, pin_file: Path | None) -> Path:
 # -- status ----------------------------------------------------------------------------------
 
 
-def tools_status(path: Path, *, as_json: bool = False, where: str = "--config FILE") -> str:
+def tools_status(
+    path: Path,
+    *,
+    as_json: bool = False,
+    where: str = "--config FILE",
+    program: str = "context-broker",
+) -> str:
     """What is waiting for approval in the pin file at ``path``, as text or JSON; each entry
     with what changed since its approved definition, field by field. ``where`` is the
-    ``--config``/``--pin-file`` option the printed commands repeat."""
+    ``--config``/``--pin-file`` option the printed commands repeat, ``program`` the command
+    they start with."""
     store = PinStore(path)
     pending = store.pending()
     if as_json:
@@ -72,12 +79,13 @@ def tools_status(path: Path, *, as_json: bool = False, where: str = "--config FI
     for server, tools in pending.items():
         for tool, entry in tools.items():
             lines += _entry_lines(server, tool, entry, _changes_of(store, server, tool, entry))
-            lines.append(f"    approve: {approve_hint(server, tool, entry.get('sha256'), where)}")
+            hint = approve_hint(server, tool, entry.get("sha256"), where, program)
+            lines.append(f"    approve: {hint}")
         if len(tools) > 1:
             hashes = " ".join(f"--hash {_short(e.get('sha256'))}" for e in tools.values())
             lines.append(
                 f"  approve all {len(tools)} of {server}: "
-                f"context-broker tools approve {server} {hashes} {where}"
+                f"{program} tools approve {server} {hashes} {where}"
             )
     lines.append(
         "an approval names the hash shown: if the definition changes before you approve it, "
@@ -159,10 +167,16 @@ def _entry_lines(server: str, tool: str, entry: dict[str, Any], changes: list[st
 
 
 def approve_tools(
-    path: Path, target: str, hashes: Sequence[str] = (), *, where: str = "--config FILE"
+    path: Path,
+    target: str,
+    hashes: Sequence[str] = (),
+    *,
+    where: str = "--config FILE",
+    program: str = "context-broker",
 ) -> str:
     """Approve what ``target`` (``SERVER``, ``SERVER/TOOL`` or ``SERVER/TOOL@HASH``) names,
-    only if each pending definition's sha256 starts with the ``hashes`` given for it."""
+    only if each pending definition's sha256 starts with the ``hashes`` given for it (the
+    commands an error names start with ``program``)."""
     name, _, at = target.partition("@")
     server, _, tool = name.partition("/")
     if not server or (at and not tool):
@@ -177,8 +191,8 @@ def approve_tools(
         if not waiting or (tool and tool not in waiting):
             raise _nothing_waiting(path, name, waiting, server)
         if tool:
-            return _choose_tool(server, tool, waiting[tool], prefixes, where)
-        return _choose_server(server, waiting, prefixes, where)
+            return _choose_tool(server, tool, waiting[tool], prefixes, (where, program))
+        return _choose_server(server, waiting, prefixes, (where, program))
 
     approved = PinStore(path).approve(server, choose)
     lines = [f"approved {server}/{t} (sha256 {_short(digest)})" for t, digest in approved]
@@ -200,28 +214,30 @@ def _prefix(raw: str) -> str:
 
 
 def _choose_tool(
-    server: str, tool: str, entry: dict[str, Any], prefixes: list[str], where: str
+    server: str, tool: str, entry: dict[str, Any], prefixes: list[str], how: tuple[str, str]
 ) -> list[str]:
+    where, program = how
     digest = str(entry.get("sha256", ""))
     if not prefixes:
         raise PinFileError(
             f"nothing approved: approving {server}/{tool} needs the hash of the definition you "
-            f"reviewed; it is now sha256 {_short(digest)} (see `context-broker tools status "
+            f"reviewed; it is now sha256 {_short(digest)} (see `{program} tools status "
             f"{where}`); if that is what you reviewed, run "
-            f"`{approve_hint(server, tool, digest, where)}`"
+            f"`{approve_hint(server, tool, digest, where, program)}`"
         )
     if not digest.startswith(prefixes[0]):
         raise PinFileError(
             f"nothing approved: the pending definition of {server}/{tool} is now sha256 "
             f"{_short(digest)}, not the {prefixes[0]} you gave (it changed after that review); "
-            f"review it again with `context-broker tools status {where}`"
+            f"review it again with `{program} tools status {where}`"
         )
     return [tool]
 
 
 def _choose_server(
-    server: str, waiting: dict[str, dict[str, Any]], prefixes: list[str], where: str
+    server: str, waiting: dict[str, dict[str, Any]], prefixes: list[str], how: tuple[str, str]
 ) -> list[str]:
+    where, program = how
     listing = "; ".join(
         f"{server}/{t} sha256 {_short(e.get('sha256'))}" for t, e in waiting.items()
     )
@@ -230,7 +246,7 @@ def _choose_server(
         raise PinFileError(
             f"nothing approved: approving {server} needs the hash of each definition you "
             f"reviewed; waiting now: {listing}; if those are what you reviewed, run "
-            f"`context-broker tools approve {server} {hashes} {where}`"
+            f"`{program} tools approve {server} {hashes} {where}`"
         )
     chosen: list[str] = []
     for prefix in prefixes:
@@ -239,7 +255,7 @@ def _choose_server(
             raise PinFileError(
                 f"nothing approved: hash {prefix} matches {len(matches)} of the definitions "
                 f"waiting for {server} (it may have changed after your review); waiting now: "
-                f"{listing}; review them again with `context-broker tools status {where}`"
+                f"{listing}; review them again with `{program} tools status {where}`"
             )
         chosen += [m for m in matches if m not in chosen]
     return chosen

@@ -75,12 +75,16 @@ _UNCHECKED = "0" * 64  # the hash of a definition too deep to hash (held whateve
 
 
 def approve_hint(
-    server: str, tool: str, sha256: str | None = None, where: str = "--config FILE"
+    server: str,
+    tool: str,
+    sha256: str | None = None,
+    where: str = "--config FILE",
+    program: str = "context-broker",
 ) -> str:
     """The command that approves the held definition of ``server``/``tool`` whose hash is
-    ``sha256`` (approvals name the hash reviewed)."""
+    ``sha256`` (approvals name the hash reviewed); ``program`` starts the broker."""
     digest = (sha256 or "HASH")[:12]
-    return f"context-broker tools approve {server}/{tool} --hash {digest} {where}"
+    return f"{program} tools approve {server}/{tool} --hash {digest} {where}"
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,12 @@
 """``${env:NAME}`` expansion in downstream configs, and the redactor that keeps secrets out.
 
-Every value a ``${env:NAME}`` reference expands to is a secret, and so is every literal value of
-a header or environment variable whose name looks like a credential (``Authorization``,
-``*TOKEN*``, ``*KEY*``, ...), and every credential in a server's URL (``user:pass@``,
-``?api_key=...``). The :class:`Redactor` replaces each of them with ``***`` in any
-text, JSON value or pydantic model; the gateway passes every error, log line, status field and
-downstream result through it.
+Every value a ``${env:NAME}`` reference expands to is a secret, but for the variables that only
+say where things are (``HOME``, ``USER``, ``PATH``, ``TMPDIR``, ``XDG_*``, ...: masking them
+would hide every path in every message); so is every literal value of a header or environment
+variable whose name looks like a credential (``Authorization``, ``*TOKEN*``, ``*KEY*``, ...),
+and every credential in a server's URL (``user:pass@``, ``?api_key=...``). The
+:class:`Redactor` replaces each of them with ``***`` in any text, JSON value or pydantic model;
+the gateway passes every error, log line, status field and downstream result through it.
 """
 
 from __future__ import annotations
@@ -29,6 +30,16 @@ MIN_SECRET_CHARS = 4
 
 _REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 _SENSITIVE = re.compile(r"auth|token|key|secret|passw|cookie|credential|session", re.IGNORECASE)
+_PLACES = frozenset(
+    {"HOME", "USER", "USERNAME", "LOGNAME", "PATH", "PWD", "SHELL", "TMPDIR", "TEMP", "TMP"}
+    | {"LANG", "HOSTNAME", "USERPROFILE", "APPDATA", "LOCALAPPDATA", "PROGRAMDATA"}
+)
+"""Variables that say where things are, not secrets (``XDG_*`` and ``LC_*`` too)."""
+
+
+def _is_place(name: str) -> bool:
+    return name in _PLACES or name.startswith(("XDG_", "LC_"))
+
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -36,7 +47,8 @@ M = TypeVar("M", bound=BaseModel)
 def expand_env(
     text: str, environ: Mapping[str, str], *, where: str, server: str | None = None
 ) -> tuple[str, list[str]]:
-    """``text`` with each ``${env:NAME}`` replaced; also the substituted values.
+    """``text`` with each ``${env:NAME}`` replaced; also the substituted values that are
+    secrets (all but those of the variables that say where things are, such as ``HOME``).
 
     Raises ``SecretError`` naming the variable (never a value) when one is unset.
     """
@@ -50,7 +62,8 @@ def expand_env(
                 "starting the broker or remove the ${env:...} reference",
                 server=server,
             )
-        found.append(environ[name])
+        if not _is_place(name):
+            found.append(environ[name])
         return environ[name]
 
     return _REF.sub(sub, text), found

@@ -32,7 +32,16 @@ from ..terminal import EscapingFormatter, escape_lines
 from ..version import broker_version
 from .auth import add_parser as add_auth_parser
 from .auth import cmd_auth
-from .install import CLIENTS, SERVERS_FILE, InstallError, import_servers, install, parse_env
+from .install import (
+    CLIENTS,
+    SERVERS_FILE,
+    ImportResult,
+    InstallError,
+    broker_command,
+    import_servers,
+    install,
+    parse_env,
+)
 from .learning import add_parsers as add_learning_parsers
 from .learning import cmd_forget, cmd_learn, learn_from_log
 from .model_setup import prepare_model_dir
@@ -119,7 +128,9 @@ def _check_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         "check",
         help="validate a config and report what it loads",
         description="Exit codes: 0 all well, 1 invalid config, 2 a configured downstream "
-        "server could not be started or reached, 3 a downstream tool is held back or flagged.",
+        "server could not be started or reached, 3 a downstream tool is held back or flagged. "
+        "Every problem is in the report; the log (stderr) shows errors only, unless "
+        "--log-level asks for more.",
         parents=[common],
     )
     _add_config(check)
@@ -231,11 +242,12 @@ def _install_parser(sub: Any) -> None:
     _add_config(parser)
     parser.add_argument(
         "--scope",
-        choices=["project", "user"],
+        choices=["local", "project", "user"],
         default=None,
-        help="project file (under the current folder) or the user's; default: user for "
-        "claude-desktop, cursor, gemini-cli, windsurf and codex, project for vscode and "
-        "claude-code",
+        help="project file (under the current folder), the user's, or local (Claude Code's "
+        "default, as `claude mcp add` writes: this folder's servers in ~/.claude.json); "
+        "default: user for claude-desktop, cursor, gemini-cli, windsurf and codex, project "
+        "for vscode, local for claude-code",
     )
     parser.add_argument(
         "--path",
@@ -264,6 +276,13 @@ def _install_parser(sub: Any) -> None:
         action="store_true",
         help="print the entry (with --import: each file's change), write nothing",
     )
+    parser.add_argument(
+        "--yes",
+        action="store_true",
+        help="with --import from a project's file (a cloned repository's, say): move its "
+        "servers without asking (their commands are still shown); without it, install asks "
+        "in a terminal and refuses elsewhere",
+    )
 
 
 def _cmd_install(args: argparse.Namespace) -> int:
@@ -275,10 +294,15 @@ def _cmd_install(args: argparse.Namespace) -> int:
         "env": parse_env(args.env),
     }
     if args.import_servers:
-        moved = import_servers(args.client, args.config, **options)
+        plan = import_servers(args.client, args.config, **{**options, "dry_run": True})
         if args.dry_run:  # the files' own tabs kept, every other control character escaped
-            print("\t".join(escape_lines(part) for part in moved.diff().split("\t")), end="")
-        print(escape_lines(moved.describe()), file=sys.stderr if args.dry_run else sys.stdout)
+            print("\t".join(escape_lines(part) for part in plan.diff().split("\t")), end="")
+            print(escape_lines(plan.describe()), file=sys.stderr)
+            return 0
+        if plan.moved and plan.project and not args.yes:
+            _agree(plan)
+        moved = import_servers(args.client, args.config, **options, approved=plan.entries)
+        print(escape_lines(moved.describe()))
         return 0
     result = install(args.client, args.config, **options)
     if args.dry_run:
@@ -289,6 +313,20 @@ def _cmd_install(args: argparse.Namespace) -> int:
     return 0
 
 
+def _agree(plan: ImportResult) -> None:
+    """Ask before a project's servers move behind the broker, as the host would have asked
+    before starting them: in a terminal, a question; elsewhere, a refusal naming --yes."""
+    print(escape_lines(plan.review()), file=sys.stderr)
+    if not sys.stdin.isatty():
+        raise InstallError(
+            "a project's servers start only once you agree: review the commands above, then "
+            "run install --import again with --yes; nothing was written"
+        )
+    answer = input("move them behind the broker, which will start them? [y/N] ")
+    if answer.strip().lower() not in ("y", "yes"):
+        raise InstallError("not moved; nothing was written")
+
+
 def _cmd_tools(args: argparse.Namespace) -> int:
     from ..gateway.trust.approvals import approve_tools, pin_file_of, tools_status
 
@@ -296,10 +334,12 @@ def _cmd_tools(args: argparse.Namespace) -> int:
     # The commands printed repeat the option given, so they can be run as they are.
     given = ("--pin-file", path) if args.pin_file is not None else ("--config", args.config)
     where = f"{given[0]} {shlex.quote(str(given[1]))}"
+    program = shlex.join(broker_command())  # as a shell runs it without the venv on PATH
     if args.tools_command == "approve":
-        print(escape_lines(approve_tools(path, args.target, args.hashes, where=where)))
+        shown = approve_tools(path, args.target, args.hashes, where=where, program=program)
     else:
-        print(escape_lines(tools_status(path, as_json=args.json, where=where)))
+        shown = tools_status(path, as_json=args.json, where=where, program=program)
+    print(escape_lines(shown))
     return 0
 
 
@@ -410,7 +450,10 @@ def _cmd_setup_model(args: argparse.Namespace) -> int:
 def _cmd_check(args: argparse.Namespace) -> int:
     from .check import check_exit_code, check_report, format_check
 
-    report = check_report(args.config)
+    def announce(line: str) -> None:  # before the server starts: a person sees what runs
+        print(f"check: {escape_lines(line)}", file=sys.stderr, flush=True)
+
+    report = check_report(args.config, announce)
     print(json.dumps(report, indent=2) if args.json else format_check(report))
     return check_exit_code(report)
 
@@ -450,9 +493,18 @@ def _listed_tools(value: str | None) -> ListedTools | None:
     return tuple(n.strip() for n in value.split(",") if n.strip())
 
 
+_WAITING = (
+    "context-broker: serving MCP over stdin and stdout, waiting for a host to speak: a host "
+    "starts this command itself (`context-broker install --client ...` adds it to one), and "
+    "MCP Inspector shows what it answers (see the Hosts page); Ctrl-D or Ctrl-C ends it"
+)
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     from ..app import serve
 
+    if args.transport == "stdio" and sys.stdin.isatty():  # a person, not a host, started it
+        print(_WAITING, file=sys.stderr, flush=True)
     try:
         return serve(
             args.config,
@@ -472,7 +524,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``context-broker`` console script."""
     args = _parser().parse_args(argv)
-    level = args.log_level or "INFO"
+    # check reports every problem itself; the log would say each of them again.
+    level = args.log_level or ("ERROR" if args.command == "check" else "INFO")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(EscapingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=level, handlers=[handler])
