@@ -167,8 +167,8 @@ def named(text: str, key: str) -> bool:
     have it. A line naming the tool without its server does not count, nor does the
     "Not included" line (``- tool:S/T (...): get_context_items(...)``), which does not say
     what the tool does. A small catalog's directory line ``- server S: T1, T2`` names each
-    of its tools (the model fetches a schema by ``S/T``). A rule or reference ``rule:N`` counts when a line is its heading
-    ``### NNN N`` (priority, name; its text follows)."""
+    of its tools (the model fetches a schema by ``S/T``). A rule or reference ``rule:N``
+    counts when a line is its heading ``### NNN N`` (priority, name; its text follows)."""
     ref = ItemRef.parse(key)
     if ref.type == "tool":
         server, tool = re.escape(ref.server or ""), re.escape(ref.name)
