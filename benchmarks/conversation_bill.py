@@ -154,6 +154,9 @@ class Relisting:
     def listed(self, ref: ItemRef) -> bool:
         return ref in self.relisted
 
+    def python_line(self, item: Tool) -> str | None:
+        return self.inner.python_line(item)
+
 
 @dataclasses.dataclass
 class Played:

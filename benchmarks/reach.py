@@ -78,6 +78,7 @@ from contextcore.embedding_cache import (
 from contextcore.items import ItemRef, Tool
 from contextcore.services.evaluation import EvalQuery, load_queries
 from contextcore.services.history import HistoryService
+from contextcore.signatures import python_line
 
 EXAMPLE_CONFIG = ROOT / "config.example.toml"
 CACHE = ROOT / ".cache" / "reach-embeddings.sqlite3"
@@ -199,16 +200,22 @@ def in_split(query: str, split: str) -> bool:
 
 class ExposedNames:
     """The tool directory of a broker whose catalog's servers are connected: each tool called
-    ``<server>__<tool>`` as the gateway names it; none listed by the host (all ``agent``)."""
+    ``<server>__<tool>`` as the gateway names it; none listed by the host (all ``agent``);
+    with ``code_mode`` (on by default, as in the server), a tool entry also gives the Python
+    signature ``run_code`` calls it by."""
 
-    def __init__(self, tools: Sequence[Tool]) -> None:
+    def __init__(self, tools: Sequence[Tool], code_mode: bool = True) -> None:
         self.names = assign_names((t.server, t.name) for t in tools)
+        self.code_mode = code_mode
 
     def exposed_name(self, ref: ItemRef) -> str | None:
         return self.names.get((ref.server or "", ref.name))
 
     def listed(self, ref: ItemRef) -> bool:
         return False
+
+    def python_line(self, item: Tool) -> str | None:
+        return python_line(item, self.exposed_name(item.ref)) if self.code_mode else None
 
 
 @dataclasses.dataclass

@@ -35,9 +35,9 @@ class BuildArgs(Args):
     )
     session_id: str | None = Field(
         None,
-        description="Pass the session_id of this conversation's earlier result while you "
-        "still have its text: tools and rules given there are then named, not repeated. "
-        "Leave it out for a new conversation or once earlier results were dropped.",
+        description="This conversation's session_id, from its first result, while you still "
+        "have that text (what it gave is named, not repeated); leave it out in a new "
+        "conversation.",
     )
     intents: Intents = None
     top_k: int | None = Field(None, ge=1, description="Chunk matches considered.")
