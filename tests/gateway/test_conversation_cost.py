@@ -44,13 +44,18 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @asynccontextmanager
 async def broker(
-    folder: Path, servers: str, cache: Path, extra: str = "", mode: Any = "legacy"
+    folder: Path,
+    servers: str,
+    cache: Path,
+    extra: str = "",
+    mode: Any = "legacy",
+    search: str = "",
 ) -> AsyncIterator[tuple[Runtime, Client]]:
     """A broker of ``servers`` (TOML tables) and one host connection to it (handshake era
-    by default: one connection, as a desktop host keeps)."""
+    by default: one connection, as a desktop host keeps); ``search``: ``[search]`` lines."""
     path = folder / "broker.toml"
     path.write_text(
-        f"{extra}\n[search]\nembedding_cache = {json.dumps(str(cache))}\n"
+        f"{extra}\n[search]\nembedding_cache = {json.dumps(str(cache))}\n{search}"
         f"[gateway]\nstartup_budget = 60\n{servers}",
         encoding="utf-8",
     )
@@ -226,5 +231,37 @@ async def test_a_direct_call_with_bad_arguments_reaches_nothing(
 ) -> None:
     async with broker(tmp_path, TIME + 'include = "always"\n', cache) as (_, client):
         bad = await client.call_tool("time__get_current_time", {"timezone": 42})
-        assert bad.is_error
+        # The broker's own check answered: the server never saw the call.
+        assert tool_error(bad).startswith("time__get_current_time: "), tool_error(bad)
         assert "timezone" in tool_error(bad) and "Traceback" not in tool_error(bad)
+
+
+async def test_a_turn_that_selected_nothing_is_never_named_as_where_a_tool_came_from(
+    tmp_path: Path, cache: Path
+) -> None:
+    servers = TIME + 'include = "agent"\n'
+    turns = "conversation_turns = 1\n"
+    async with broker(tmp_path, servers, cache, search=turns) as (_, client):
+        first = await call(client, "build_request_context", message="What time is it in Sydney?")
+        sid = first["session_id"]
+        called = await client.call_tool(
+            "call_tool",
+            {
+                "server": "time",
+                "tool": "get_current_time",
+                "arguments": {"timezone": "Australia/Sydney"},
+                "session_id": sid,
+            },
+        )
+        assert not called.is_error
+        # Small talk, judged alone (conversation=0), selects nothing.
+        chat = await call(
+            client, "build_request_context", message="thanks, that's all", conversation=0.0
+        )
+        assert not [i for i in chat["items"] if i["include_mode"] == "agent"], chat["text"]
+        follow = await call(client, "build_request_context", message="and in Oslo?")
+        carried = [i for i in follow["items"] if i.get("via") == "conversation"]
+        assert carried, follow["text"]  # the call made after the first turn carried it
+        assert chat["request_id"] not in follow["text"], follow["text"]
+        assert chat["request_id"] not in follow["context_turns"]
+        assert all(i.get("turn") != chat["request_id"] for i in carried)
