@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/conversation_bill.py [--set all|reference|example|
         mcp-bench-plans|one-server] [--split all|dev|holdout] [--limit N] [--relist]
-        [--json] [--no-cache]
+        [--json] [--no-cache] [--no-code]
     .venv/bin/python benchmarks/conversation_bill.py --growth 3000
 
 A host keeps every tool result in the conversation, so a request-context text is paid again
@@ -314,11 +314,16 @@ def conversations_of(name: str, split: str, limit: int | None) -> list[list[Turn
 
 
 def run(
-    names: Sequence[str], split: str, limit: int | None, relist: bool, cache: Path | None
+    names: Sequence[str],
+    split: str,
+    limit: int | None,
+    relist: bool,
+    cache: Path | None,
+    code: bool = True,
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        own = own_listing(folder)["tokens"]
+        own = own_listing(folder, code)["tokens"]
         model = build_embedder(AppConfig())
         store = SqliteEmbeddingCache(cache) if cache is not None else None
         embedder = CachedEmbedder(model, store) if model is not None else None
@@ -331,7 +336,7 @@ def run(
                 if name == "one-server"
                 else catalog_config(catalog, folder / name)
             )
-            served = serve(config, embedder)
+            served = serve(config, embedder, code_mode=code)
             relisting = Relisting(served.directory) if relist else None
             if relisting is not None:
                 served.runner.directory = relisting
@@ -346,6 +351,7 @@ def run(
         "own_listing": own,
         "relist": relist,
         "split": split,
+        "code_mode": code,
         "sets": [dataclasses.asdict(r) for r in reports],
     }
 
@@ -353,7 +359,8 @@ def run(
 def table(result: dict[str, Any]) -> str:
     lines = [
         f"split {result['split']}; the broker's own tools/list {result['own_listing']:,} "
-        f"tokens; selected tools re-listed: {'yes' if result['relist'] else 'no'}",
+        f"tokens; selected tools re-listed: {'yes' if result['relist'] else 'no'}; "
+        f"code mode: {'on' if result['code_mode'] else 'off'}",
         f"{'set':<16}{'conv':>5}{'turns':>6}{'list all':>9}{'turn 1':>7}{'2':>6}{'3':>6}"
         f"{'bill':>6}{'2-turn':>7}{'reach':>6}{'2-turn':>7}{'text 1':>7}{'repeat':>7}",
     ]
@@ -432,12 +439,14 @@ def main() -> int:
     )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--no-cache", action="store_true")
+    parser.add_argument("--no-code", action="store_true", help="with [code] enabled = false")
     parser.add_argument("--growth", type=int, default=None, help="one conversation of N turns")
     args = parser.parse_args()
     if args.growth is not None:
         return growth(args.growth)
     names = list(SETS) if args.which == "all" else [args.which]
-    result = run(names, args.split, args.limit, args.relist, None if args.no_cache else CACHE)
+    cache = None if args.no_cache else CACHE
+    result = run(names, args.split, args.limit, args.relist, cache, not args.no_code)
     print(json.dumps(result) if args.json else table(result))
     return 0
 

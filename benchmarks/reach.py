@@ -305,16 +305,19 @@ def config_of(data: dict[str, Any], folder: Path) -> AppConfig:
     return load_config(toml)
 
 
-def serve(config: AppConfig, embedder: Embedder | None, small_talk: bool = True) -> Served:
+def serve(
+    config: AppConfig, embedder: Embedder | None, small_talk: bool = True, code_mode: bool = True
+) -> Served:
     """The broker of ``config`` (with ``embedder``; ``small_talk`` False: the small-talk
-    check off), indexed, and the server's tool runner."""
+    check off; ``code_mode`` False: tool entries without their Python signature), indexed,
+    and the server's tool runner."""
     if not small_talk:
         search = config.search.model_copy(update={"small_talk": False})
         config = config.model_copy(update={"search": search})
     parts = build_parts(config, embedder=embedder, use_config_embedder=False)
     parts.search.index()
     tools = [i for i in parts.catalog.items() if isinstance(i, Tool)]
-    directory = ExposedNames(tools)
+    directory = ExposedNames(tools, code_mode)
     history = HistoryService(parts.broker, config.history, limits=config.limits)
     runner = ToolRunner(
         parts.broker, (BUILD_REQUEST_CONTEXT,), history=history, directory=directory
@@ -349,14 +352,14 @@ async def _listed(config_path: Path) -> list[types.Tool]:
         return list((await client.list_tools()).tools)
 
 
-def own_listing(folder: Path) -> dict[str, int]:
+def own_listing(folder: Path, code_mode: bool = True) -> dict[str, int]:
     """The broker's own ``tools/list`` a host sees from a server built from a config at its
     defaults with one downstream server (which lists no tool), over the in-memory client:
     tokens of each tool's name, description and input schema as JSON, summed, and the same
-    with output schemas."""
+    with output schemas. ``code_mode`` False: with ``[code] enabled = false``."""
     toml = folder / "own.toml"
     toml.write_text(
-        "[servers.empty]\n"
+        ("" if code_mode else "[code]\nenabled = false\n") + "[servers.empty]\n"
         f"command = {json.dumps(sys.executable)}\n"
         f'args = ["-c", {json.dumps(_EMPTY_SERVER)}]\n',
         encoding="utf-8",
