@@ -102,14 +102,18 @@ def schema_problem(
     server: str, tool: str, schema: Mapping[str, Any], arguments: Mapping[str, Any]
 ) -> str | None:
     """None when ``arguments`` satisfy ``schema``; else a message quoting the problems and
-    the schema."""
+    the schema. A ``null`` given for an argument the schema does not require counts as
+    leaving it out (callers write omitted arguments so; the server reads them as it will)."""
     if not schema:
         return None
+    required = schema.get("required")
+    needed = set(required) if isinstance(required, list | tuple) else set()
+    checked = {k: v for k, v in arguments.items() if v is not None or k in needed}
     try:
         schema_json, validator = _compiled(schema)
         if validator is None:
             return None
-        errors = sorted(validator.iter_errors(dict(arguments)), key=lambda e: list(e.path))
+        errors = sorted(validator.iter_errors(checked), key=lambda e: list(e.path))
     except (RecursionError, ValueError, TypeError) as exc:
         # A schema too deep or odd to check must not fail the call: the server checks.
         log.warning("arguments for %s/%s forwarded unchecked: %s", server, tool, exc)
