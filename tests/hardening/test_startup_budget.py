@@ -24,7 +24,7 @@ async def test_a_silent_server_does_not_hold_tools_list_past_the_startup_budget(
 semantic = false
 
 [gateway]
-startup_budget = 1.5
+startup_budget = 5
 
 [servers.time]
 command = "{BIN / "mcp-server-time"}"
@@ -32,19 +32,22 @@ command = "{BIN / "mcp-server-time"}"
 [servers.silent]
 command = "{sys.executable}"
 args = ["{NEVER}"]
+timeout = 60
 """,
         encoding="utf-8",
     )
     params = StdioServerParameters(
         command=str(BIN / "context-broker"), args=["serve", "--config", str(config)]
     )
-    with anyio.fail_after(60):
+    # The default budget, long enough for mcp-server-time to start on a loaded machine (beside
+    # other tests' processes); far short of the silent server's timeout, which is the point.
+    with anyio.fail_after(90):
         async with Client(params, mode="legacy") as client:
             start = anyio.current_time()
             names = [t.name for t in (await client.list_tools()).tools]
             elapsed = anyio.current_time() - start
-            assert elapsed < 10, (
-                f"tools/list took {elapsed:.1f}s; the silent server's timeout is 30s"
+            assert elapsed < 20, (
+                f"tools/list took {elapsed:.1f}s; the silent server's timeout is 60s"
             )
             assert "time__get_current_time" in names
             result = await client.call_tool("list_servers", {})

@@ -3,6 +3,7 @@ both, and a fake LLM API on a real local socket."""
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,6 +25,10 @@ from contextcore.config import HistoryConfig, SummarizerConfig  # noqa: E402
 
 @pytest.fixture
 def fake_llm() -> Iterator[FakeLLM]:
+    # The providers import their SDK on first use: seconds on a loaded machine, which belong
+    # outside the tests' bounded waits (a worker may run a provider test before any other).
+    importlib.import_module("anthropic")
+    importlib.import_module("openai")
     with FakeLLM() as server:
         yield server
 

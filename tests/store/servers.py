@@ -9,6 +9,7 @@ the server runs as an unprivileged system user (created if missing) that owns it
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import importlib.util
 import os
@@ -63,14 +64,16 @@ def _as_root() -> bool:
 
 
 def _ensure_pg_user() -> None:
-    try:
-        pwd.getpwnam(PG_USER)
-    except KeyError:
-        subprocess.run(
-            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", PG_USER],
-            check=True,
-            capture_output=True,
-        )
+    # Under a lock: several test processes (pytest-xdist workers, other checkouts' suites) may
+    # reach this at once, and useradd fails while another holds /etc/passwd.
+    with open(Path(tempfile.gettempdir()) / f"{PG_USER}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            pwd.getpwnam(PG_USER)
+        except KeyError:
+            shell = ["--shell", "/usr/sbin/nologin"]
+            useradd = ["useradd", "--system", "--no-create-home", *shell, PG_USER]
+            subprocess.run(useradd, check=True, capture_output=True)
 
 
 def _run_pg(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
