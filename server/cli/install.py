@@ -42,6 +42,7 @@ import tomlkit
 from context_broker.server.gateway.errors import GatewayError
 from context_broker.server.gateway.servers_file import is_broker_command, parse_servers
 from context_broker.server.settings import AppConfig, load_config
+from context_broker.server.version import broker_command
 
 from . import _jsonc, _toml
 from ._import_review import git_tree_of, is_project_file, review_lines
@@ -248,16 +249,6 @@ def _label(place: tuple[str, ...]) -> str:
         (f"[{json.dumps(key)}]" if i and i < len(place) - 1 else ("." if i else "") + key)
         for i, key in enumerate(place)
     )
-
-
-def broker_command() -> list[str]:
-    """The absolute command that starts this installation's broker."""
-    scripts = Path(sys.executable).parent
-    for name in ("context-broker", "context-broker.exe"):
-        script = scripts / name
-        if script.is_file():
-            return [str(script.absolute())]
-    return [str(Path(sys.executable).absolute()), "-m", "context_broker.server.cli"]
 
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

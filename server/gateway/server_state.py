@@ -20,6 +20,7 @@ import anyio
 import httpx2
 import mcp_types as types
 from context_broker.server.settings import DownstreamConfig
+from context_broker.server.version import broker_program
 from mcp import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
@@ -194,7 +195,7 @@ class ServerState:
             return
         raise ToolHeldError(
             f"tool {held.name!r} of downstream server {self.name!r} is held back: "
-            f"{held.reason}. Review it with `context-broker tools status --config FILE` and "
+            f"{held.reason}. Review it with `{broker_program()} tools status --config FILE` and "
             f"approve it with `{approve_hint(self.name, held.name, held.sha256)}`, or set "
             f'trust = "auto" in [servers.{self.name}] to accept its changes',
             server=self.name,

@@ -98,7 +98,7 @@ async def test_auth_login_status_and_logout_from_a_terminal(
     assert f"({BROKER} auth login remote --config {config})" in out  # runs as printed
     code, out, _ = await _cli("check", "--config", config, "--json")  # no browser, a hint
     (server,) = json.loads(out)["servers"]
-    assert code == 2 and "run `context-broker auth login remote`" in server["lastError"]
+    assert code == 2 and f"run `{BROKER} auth login remote`" in server["lastError"]
 
     code, out, err = await _cli("auth", "login", "remote", "--config", config, browser=BROWSER)
     assert code == 0, err

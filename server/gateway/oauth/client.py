@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 import anyio
 import httpx2
 from context_broker.server.settings import DownstreamConfig, OAuthConfig
+from context_broker.server.version import broker_program
 from mcp.client.auth import OAuthClientProvider, OAuthFlowError
 from mcp.client.auth.extensions.client_credentials import (
     ClientCredentialsOAuthProvider,
@@ -179,7 +180,7 @@ def _person_provider(
 def _needs_person(name: str) -> Callable[[str], Awaitable[None]]:
     async def refuse(_url: str) -> None:
         raise OAuthFlowError(
-            f"server {name!r} needs a sign-in: run `context-broker auth login {name}`"
+            f"server {name!r} needs a sign-in: run `{broker_program()} auth login {name}`"
         )
 
     return refuse

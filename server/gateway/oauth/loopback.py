@@ -25,6 +25,7 @@ from urllib.parse import parse_qs, urlsplit
 import anyio
 import anyio.abc
 from anyio.streams.stapled import MultiListener
+from context_broker.server.version import broker_program
 from mcp.client.auth import AuthorizationCodeResult, OAuthFlowError
 
 __all__ = ["CALLBACK_PATH", "BrowserPolicy", "LoopbackReceiver", "free_port"]
@@ -96,8 +97,9 @@ class LoopbackReceiver:
         if self._browser.unanswered:  # not a new tab per reconnect while no one answers
             log.warning(
                 "to authorize downstream %r, open this URL in a browser (or run "
-                "`context-broker auth login %s`): %s",
+                "`%s auth login %s`): %s",
                 self.server,
+                broker_program(),
                 self.server,
                 authorization_url,
             )
@@ -127,7 +129,7 @@ class LoopbackReceiver:
             self._browser.unanswered = True
             raise OAuthFlowError(
                 f"no authorization of server {self.server!r} within {self.timeout:g}s; sign in "
-                f"with `context-broker auth login {self.server}`"
+                f"with `{broker_program()} auth login {self.server}`"
             ) from None
         finally:
             self._listener = self._state = None

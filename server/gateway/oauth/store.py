@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from context_broker.server.version import broker_program
 from mcp.client.auth.oauth2 import OAuthContext
 from mcp.shared.auth import (
     OAuthClientInformationFull,
@@ -206,7 +207,7 @@ class TokenFile:
         except json.JSONDecodeError as exc:
             raise TokenFileError(
                 f"token file {str(self.path)!r} is not valid JSON ({exc.msg}); delete it and "
-                "sign in again with `context-broker auth login NAME`"
+                f"sign in again with `{broker_program()} auth login NAME`"
             ) from None
         servers = data.get("servers") if isinstance(data, dict) else None
         return servers if isinstance(servers, dict) else {}

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from context_broker.server.settings import load_config
+from context_broker.server.version import broker_program
 
 from ..errors import PinFileError
 from .gate import approve_hint
@@ -208,7 +209,7 @@ def _prefix(raw: str) -> str:
     if len(text) < _MIN_HASH or not _HEX.fullmatch(text):
         raise PinFileError(
             f"hash {raw!r} is not a sha256 prefix: give at least {_MIN_HASH} hex digits as "
-            "`context-broker tools status` shows them"
+            f"`{broker_program()} tools status` shows them"
         )
     return text
 
@@ -273,6 +274,6 @@ def _nothing_waiting(
             f"waiting: {', '.join(others)}"
             if others
             else "no change is waiting (a change is recorded when the broker or "
-            "`context-broker check` sees it)"
+            f"`{broker_program()} check` sees it)"
         )
     )

@@ -41,6 +41,7 @@ from typing import Any, Literal, TypeVar
 
 import mcp_types as types
 from context_broker.server.settings import AppConfig, DownstreamConfig
+from context_broker.server.version import broker_program
 from context_broker.tools.gateway import FlaggedRow, HeldRow, TrustRow
 
 from ..errors import PinFileError
@@ -79,11 +80,13 @@ def approve_hint(
     tool: str,
     sha256: str | None = None,
     where: str = "--config FILE",
-    program: str = "context-broker",
+    program: str | None = None,
 ) -> str:
     """The command that approves the held definition of ``server``/``tool`` whose hash is
-    ``sha256`` (approvals name the hash reviewed); ``program`` starts the broker."""
+    ``sha256`` (approvals name the hash reviewed); ``program`` starts the broker (default:
+    this installation's, by its full path)."""
     digest = (sha256 or "HASH")[:12]
+    program = program if program is not None else broker_program()
     return f"{program} tools approve {server}/{tool} --hash {digest} {where}"
 
 
@@ -432,11 +435,12 @@ def log_report(server: str, old: TrustReport | None, new: TrustReport) -> None:
     for h in new.held:
         if h not in before.held:
             log.warning(
-                "downstream %r: tool %r held back: %s; review it with `context-broker tools "
-                "status` and approve it with `%s`",
+                "downstream %r: tool %r held back: %s; review it with `%s tools status` and "
+                "approve it with `%s`",
                 server,
                 h.name,
                 h.reason,
+                broker_program(),
                 approve_hint(server, h.name, h.sha256),
             )
     for f in new.flagged:
