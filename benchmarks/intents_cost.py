@@ -100,18 +100,20 @@ def _tools_config(folder: Path, items: int) -> tuple[Path, Path]:
     return on, off
 
 
-async def _reach_cost(on: Path, off: Path, calls: int) -> tuple[list[float], list[float], int]:
-    """Six-step calls alternating between a broker naming tools within reach and one that
-    names none: each side's times (ms), and the candidates the last call named."""
+async def _alternating(
+    first: StdioServerParameters, second: StdioServerParameters, calls: int, warm: int = 6
+) -> tuple[list[float], list[float], int]:
+    """Six-step calls alternating between two broker processes (the first ``warm`` warm
+    both up): each side's times (ms), and the candidates the first side's last call named."""
     times: tuple[list[float], list[float]] = ([], [])
     named = 0
-    async with Client(_params(on), mode="legacy") as a, Client(_params(off), mode="legacy") as b:
-        for i in range(6 + 2 * calls):  # the first six warm both up
+    async with Client(first, mode="legacy") as a, Client(second, mode="legacy") as b:
+        for i in range(warm + 2 * calls):
             client = (a, b)[i % 2]
             args = {"message": QUERIES[i % len(QUERIES)], "intents": PLANS[(i // 2) % len(PLANS)]}
             started = time.perf_counter()
             result = await client.call_tool("build_request_context", args)
-            if i >= 6:
+            if i >= warm:
                 times[i % 2].append((time.perf_counter() - started) * 1000)
             assert not result.is_error, result.content
             if i % 2 == 0:
@@ -131,28 +133,11 @@ def _params(config: Path, checkout: Path | None = None) -> StdioServerParameters
     )
 
 
-async def _against(config: Path, baseline: Path, calls: int) -> tuple[list[float], list[float]]:
-    """Six-step calls alternating between this checkout's broker and ``baseline``'s."""
-    times: tuple[list[float], list[float]] = ([], [])
-    async with (
-        Client(_params(config), mode="legacy") as a,
-        Client(_params(config, baseline), mode="legacy") as b,
-    ):
-        for i in range(12 + 2 * calls):  # the first twelve warm both up
-            client = (a, b)[i % 2]
-            args = {"message": QUERIES[i % len(QUERIES)], "intents": PLANS[(i // 2) % len(PLANS)]}
-            started = time.perf_counter()
-            result = await client.call_tool("build_request_context", args)
-            if i >= 12:
-                times[i % 2].append((time.perf_counter() - started) * 1000)
-            assert not result.is_error, result.content
-    return times[0], times[1]
-
-
 def _baseline_main(items: int, calls: int, baseline: Path) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         on, _ = _tools_config(Path(tmp), items)
-        after, before = anyio.run(_against, on, baseline, calls)
+        first, second = _params(on), _params(on, baseline)
+        after, before, _ = anyio.run(_alternating, first, second, calls, 12)
     a50, b50 = percentile(after, 50), percentile(before, 50)
     print(f"catalog {items} items ({items // 2} tools), six-step plan, {calls} calls each")
     print(f"this checkout:    p50 {a50:6.2f} ms, p95 {percentile(after, 95):6.2f} ms")
@@ -164,7 +149,7 @@ def _baseline_main(items: int, calls: int, baseline: Path) -> int:
 def _reach_main(items: int, calls: int) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         on, off = _tools_config(Path(tmp), items)
-        with_reach, without, named = anyio.run(_reach_cost, on, off, calls)
+        with_reach, without, named = anyio.run(_alternating, _params(on), _params(off), calls)
     r50, n50 = percentile(with_reach, 50), percentile(without, 50)
     r95, n95 = percentile(with_reach, 95), percentile(without, 95)
     print(f"catalog {items} items ({items // 2} tools), six-step plan, {calls} calls each")
