@@ -26,6 +26,7 @@ from mcp import MCPError
 from mcp.shared.dispatcher import ProgressFnT
 
 from contextcore.catalog import Catalog
+from contextcore.context_text import inline
 from contextcore.items import Tool
 
 from ._proxy import ResourceProxy
@@ -576,8 +577,8 @@ class Gateway:
 
 
 def _one_line(text: str, limit: int = 200) -> str:
-    """``text`` on one line, at most ``limit`` characters."""
-    flat = " ".join(text.split())
+    """``text`` on one line (:func:`inline`), at most ``limit`` characters."""
+    flat = inline(text)
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
