@@ -316,7 +316,7 @@ class ContextBroker:
         warnings += self._source_warnings()
         mode = result.mode if result is not None else None
         context = self._turn(session, message, items, mode, warnings, chosen, steps, candidates)
-        context = self._in_conversation(session, context, continues)
+        context = self._in_conversation(session.session_id, context, continues, leave_out)
         if shown is not None and (partial := tuple(dict.fromkeys(shown(context)))):
             context = replace(context, partial=partial)
         self.store.append_turn(session.session_id, context)
@@ -338,18 +338,18 @@ class ContextBroker:
         return warnings
 
     def _in_conversation(
-        self, session: Session, context: RequestContext, continues: bool
+        self, session_id: str, context: RequestContext, continues: bool, leave_out: set[ItemRef]
     ) -> RequestContext:
         """``context`` as its conversation's texts leave it: what they gave named (a turn
-        that ``continues`` one), and a small catalog's directory when none named it yet."""
-        earlier = self._earlier(session.session_id) if continues else Earlier()
+        that ``continues`` one), and a small catalog's directory when none named it yet,
+        without ``leave_out`` (the session's items and what its profile refuses)."""
+        earlier = self._earlier(session_id) if continues else Earlier()
         if continues:
             context = _continued(context, earlier)
         if earlier.directory:
             return context
         named = {row.ref for row in (*context.items, *context.candidates)}
-        excluded = self.excluded(self.profile(session.profile))
-        directory = self._directory(named | earlier.given | earlier.named | excluded)
+        directory = self._directory(named | earlier.given | earlier.named | leave_out)
         return replace(context, directory=directory) if directory else context
 
     def _directory(self, leave_out: set[ItemRef]) -> tuple[ItemRef, ...]:
