@@ -149,13 +149,16 @@ def _rank_served(
     used_mode = engine.settings.mode
     warnings: list[str] = []
     step = max(len(queries) // 10, 25)
-    for i, q in enumerate(queries):
-        result = engine.search(q.query, top_n=top_n, intents=q.intents)
-        used_mode = result.mode
-        warnings.extend(w for w in result.warnings if w not in warnings)
-        rankings.append([h.ref.key for h in result.hits])
-        if (i + 1) % step == 0 or i + 1 == len(queries):
-            progress(f"ranked {i + 1}/{len(queries)} queries")
+    with engine.embedded_ahead((q.query, q.intents) for q in queries) as embedded:
+        if embedded:
+            progress(f"embedded the queries' {embedded} texts (messages, parts, intents)")
+        for i, q in enumerate(queries):
+            result = engine.search(q.query, top_n=top_n, intents=q.intents)
+            used_mode = result.mode
+            warnings.extend(w for w in result.warnings if w not in warnings)
+            rankings.append([h.ref.key for h in result.hits])
+            if (i + 1) % step == 0 or i + 1 == len(queries):
+                progress(f"ranked {i + 1}/{len(queries)} queries")
     return rankings, "served" if used_mode == "hybrid" else f"served ({used_mode})", warnings
 
 

@@ -112,3 +112,36 @@ def test_the_eval_command_prints_one_json_object(tmp_path: Path) -> None:
         "comp@2",
         "mrr",
     }
+
+
+def test_a_served_evaluation_embeds_its_queries_in_one_batch_and_ranks_as_search_serves() -> None:
+    queries = [
+        EvalQuery(
+            "what time is it in Tokyo, and show me the commit log", frozenset({"tool:git/git_log"})
+        ),
+        EvalQuery("current time", frozenset({"tool:time/get_current_time"})),
+        EvalQuery("log", frozenset({"tool:git/git_log"}), ("show the commit log", "write tests")),
+    ]
+    served, one_by_one = engine(), engine()
+    served.index()
+    one_by_one.index()
+    before = len(served.embedder.calls), len(one_by_one.embedder.calls)  # type: ignore[union-attr]
+    report = evaluate(served, queries, ks=(3,), rank_depth=3)
+    batches = served.embedder.calls[before[0] :]  # type: ignore[union-attr]
+    for q, result in zip(queries, report.results, strict=True):
+        hits = one_by_one.search(q.query, top_n=3, intents=q.intents).hits
+        assert result.ranked == [h.ref.key for h in hits]
+    each = one_by_one.embedder.calls[before[1] :]  # type: ignore[union-attr]
+    assert len(each) == len(queries) and batches == [sum(each)]
+    with served.embedded_ahead([("current time", ())]) as count:
+        assert count == 1
+    assert served.search("current time").hits  # what was embedded ahead is gone after the block
+
+
+def test_queries_embedded_together_come_back_in_the_order_given() -> None:
+    texts = ["a much longer text about the commit log of a repository", "time", "commit log"]
+    search = engine()
+    together = search.embed_queries(texts)
+    assert together is not None
+    for row, text in zip(together, texts, strict=True):
+        assert (row == search.embed_queries([text])[0]).all()  # type: ignore[index]
