@@ -149,10 +149,12 @@ async def test_a_rendered_prompt_is_cleaned_under_pins_as_its_definition_is(
     async with Client(params) as client:
         pinned = await _prompt_text(client, "pinned__note")
         loose = await _prompt_text(client, "loose__note")
-        # The strict server's prompts are listed (and held) in their own time: the hold is
-        # read once the status shows it.
+        # A server's prompts are weighed (and a new one held) when the host lists them; the
+        # strict server may have connected after the last listing, so the host lists again
+        # until the status shows the hold.
         with anyio.fail_after(30):
             while True:
+                await client.list_prompts()
                 status = await anyio.run_process(
                     [*approve[:2], "status", "--config", str(config)], env=server_env(), check=False
                 )
