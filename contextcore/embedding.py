@@ -15,6 +15,7 @@ __all__ = [
     "ModelSource",
     "ModelStatus",
     "Vectors",
+    "embed_by_length",
 ]
 
 Vectors = npt.NDArray[np.float32]
@@ -46,3 +47,13 @@ class Embedder(Protocol):
         ...
 
     def status(self) -> ModelStatus: ...
+
+
+def embed_by_length(embedder: Embedder, texts: Sequence[str]) -> Vectors:
+    """``embedder.embed(texts)`` run shortest first (similar lengths batched together:
+    less padding through the model), rows back in the order given."""
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    vectors = embedder.embed([texts[i] for i in order])
+    out = np.empty_like(vectors)
+    out[order] = vectors
+    return out

@@ -17,7 +17,7 @@ from typing import Protocol
 
 import numpy as np
 
-from .embedding import Embedder, Vectors
+from .embedding import Embedder, Vectors, embed_by_length
 from .errors import ContextCoreError
 from .store_roles import EmbeddingRecords
 
@@ -49,9 +49,9 @@ def embed_cached(
     returns how many were embedded."""
     model = embedder.model_name
     known = cache.get_many(model, list(texts)) if texts else {}
-    todo = sorted((h for h in texts if h not in known), key=lambda h: len(texts[h]))
+    todo = [h for h in texts if h not in known]
     if todo:
-        fresh = embedder.embed([texts[h] for h in todo])
+        fresh = embed_by_length(embedder, [texts[h] for h in todo])
         new = {h: fresh[i] for i, h in enumerate(todo)}
         cache.put_many(model, new)
         known.update(new)

@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .catalog import Catalog
-from .embedding import Embedder, Vectors
+from .embedding import Embedder, Vectors, embed_by_length
 from .embedding_cache import EmbeddingCache, MemoryEmbeddingCache
 from .errors import ContextCoreError, SearchInputError
 from .index import ChunkIndex, IndexStats, Layout
@@ -314,7 +314,7 @@ class SearchEngine:
             return None
         try:
             with self._lock:
-                return _by_length(self.embedder, queries)
+                return embed_by_length(self.embedder, queries)
         except ContextCoreError:
             return None
 
@@ -522,16 +522,6 @@ def _clipped(query: str, limit: int) -> tuple[str, list[str]]:
 
 
 _RECENT_VECTORS = 256
-
-
-def _by_length(embedder: Embedder, texts: Sequence[str]) -> Vectors:
-    """``embedder.embed(texts)`` run shortest first (similar lengths batched together:
-    less padding through the model), rows back in the order given."""
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-    vectors = embedder.embed([texts[i] for i in order])
-    out = np.empty_like(vectors)
-    out[order] = vectors
-    return out
 
 
 # What an item the earlier turns chose or called gains under the conversation's column: a
