@@ -95,7 +95,7 @@ SLOW: dict[str, str] = {
     "server/test_usage_stats.py": _SERVE,
     "store/test_damaged_records.py": _CLI + ", on each backend",
     "store/test_replicas.py": _REPLICAS,
-    "test_repeat_script.py": "runs the test command itself, a small part of the suite, four times",
+    "test_repeat_script.py": "runs the test command itself, on one test, five times",
 }
 
 
